@@ -1,0 +1,439 @@
+/* The device executor: runs each device's operations in enqueue order on the simulator's own
+ * thread, computes their virtual start and end, and records faults, hazards and remote accesses.
+ *
+ * Why one FIFO per device: enqueue order already respects stream order and event waits (a wait
+ * names a record that was enqueued before it), so running in that order needs no scheduler and
+ * the virtual timeline it computes depends only on the order of calls, never on wall-clock
+ * timing. Overlap between streams lives in virtual time, not in threads. */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local uint64_t body_duration_ns;
+static _Thread_local bool body_duration_set;
+
+SIM_EXPORT void simcuda_set_duration_ns(uint64_t ns) {
+    body_duration_ns = ns;
+    body_duration_set = true;
+}
+
+SIM_EXPORT uint64_t simcuda_now_ns(void) {
+    return sim_now();
+}
+
+struct sim_op *sim_op_new(enum sim_op_kind kind, struct sim_stream *s) {
+    struct sim_op *op = calloc(1, sizeof *op);
+    if (op == NULL) return NULL;
+    op->kind = kind;
+    op->refs = 1;
+    op->stream = s;
+    op->stream_ordered = s != NULL;
+    op->dev = s != NULL ? s->ctx->dev : NULL;
+    if (s != NULL) s->refs++;
+    return op;
+}
+
+void sim_op_add_dep(struct sim_op *op, struct sim_op *dep) {
+    struct sim_op **d = realloc(op->deps, (size_t)(op->ndeps + 1) * sizeof *d);
+    if (d == NULL) return; /* an unmet dependency only loses ordering, never memory safety */
+    op->deps = d;
+    dep->refs++;
+    op->deps[op->ndeps++] = dep;
+}
+
+void sim_op_add_ref(struct sim_op *op, uint64_t addr, uint64_t bytes) {
+    struct sim_range_ref *r = realloc(op->refs_list, (size_t)(op->nrefs + 1) * sizeof *r);
+    if (r == NULL) return;
+    op->refs_list = r;
+    op->refs_list[op->nrefs].addr = addr;
+    op->refs_list[op->nrefs].bytes = bytes;
+    op->nrefs++;
+}
+
+static void stream_release(struct sim_stream *s) {
+    if (--s->refs == 0 && s->destroyed) {
+        s->magic = SIM_MAGIC_DEAD;
+        free(s);
+    }
+}
+
+void sim_op_release(struct sim_op *op) {
+    if (op == NULL || --op->refs > 0) return;
+    for (int i = 0; i < op->ndeps; i++) sim_op_release(op->deps[i]);
+    free(op->deps);
+    free(op->refs_list);
+    if (op->kind == SIM_OP_KERNEL) {
+        free(op->u.kernel.params);
+        free(op->u.kernel.argbuf);
+    } else if (op->kind == SIM_OP_COPY) {
+        free(op->u.copy.staging);
+    }
+    if (op->stream != NULL) stream_release(op->stream);
+    free(op);
+}
+
+static void *executor_main(void *arg);
+
+static void executor_start(struct sim_device *dev) {
+    if (dev->thread_started) return;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Kernel bodies run on this thread: give them a generous stack. */
+    pthread_attr_setstacksize(&attr, 8u << 20);
+    if (pthread_create(&dev->thread, &attr, executor_main, dev) == 0) dev->thread_started = true;
+    pthread_attr_destroy(&attr);
+}
+
+void sim_op_enqueue(struct sim_op *op) {
+    struct sim_device *dev = op->dev;
+    op->enq_ns = sim_now();
+    op->seq = ++dev->enqueued_seq;
+    if (op->stream != NULL && op->stream_ordered) {
+        op->refs++;
+        sim_op_release(op->stream->last_op);
+        op->stream->last_op = op;
+    }
+    op->next = NULL;
+    if (dev->tail != NULL) dev->tail->next = op;
+    else dev->head = op;
+    dev->tail = op;
+    executor_start(dev);
+    pthread_cond_broadcast(&sim.progress);
+}
+
+void sim_op_wait_done(struct sim_op *op) {
+    while (!op->done) pthread_cond_wait(&sim.progress, &sim.lock);
+}
+
+void sim_device_drain(struct sim_device *dev) {
+    uint64_t target = dev->enqueued_seq;
+    while (dev->done_seq < target) pthread_cond_wait(&sim.progress, &sim.lock);
+}
+
+static void advance_host_to(uint64_t t) {
+    uint64_t cur = sim_now();
+    while (cur < t && !atomic_compare_exchange_weak(&sim.host_ns, &cur, t)) {
+    }
+}
+
+CUresult sim_stream_sync_locked(struct sim_stream *s) {
+    struct sim_op *op = s->last_op;
+    if (op != NULL) {
+        sim_op_wait_done(op);
+        advance_host_to(op->end_ns);
+    }
+    return sim.sticky;
+}
+
+CUresult sim_ctx_sync_locked(struct sim_ctx *ctx) {
+    struct sim_device *dev = ctx->dev;
+    sim_device_drain(dev);
+    uint64_t end = 0;
+    for (struct sim_op *op = dev->inflight; op != NULL; op = op->inflight_next)
+        if (op->end_ns > end) end = op->end_ns;
+    if (dev->h2d_free_ns > end) end = dev->h2d_free_ns;
+    if (dev->d2h_free_ns > end) end = dev->d2h_free_ns;
+    if (ctx->blocking_end_ns > end) end = ctx->blocking_end_ns;
+    if (ctx->legacy != NULL && ctx->legacy->last_end_ns > end) end = ctx->legacy->last_end_ns;
+    if (dev->max_end_ns > end) end = dev->max_end_ns;
+    advance_host_to(end);
+    return sim.sticky;
+}
+
+static bool ranges_overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) {
+    return a < b + bn && b < a + an;
+}
+
+/* Drops in-flight records that can no longer matter: they ended before `floor`, and no later
+ * check can ask about an earlier time. */
+static void inflight_prune(struct sim_device *dev, uint64_t floor) {
+    struct sim_op **pp = &dev->inflight;
+    while (*pp != NULL) {
+        struct sim_op *op = *pp;
+        if (op->end_ns <= floor) {
+            *pp = op->inflight_next;
+            op->in_inflight = false;
+            sim_op_release(op);
+        } else {
+            pp = &op->inflight_next;
+        }
+    }
+}
+
+static void hazard_scan(struct sim_device *dev, uint64_t addr, uint64_t bytes, uint64_t at_ns,
+                        const struct sim_op *self) {
+    for (struct sim_op *op = dev->inflight; op != NULL; op = op->inflight_next) {
+        if (op == self || op->end_ns <= at_ns || op->failed) continue;
+        for (int i = 0; i < op->nrefs; i++) {
+            if (ranges_overlap(op->refs_list[i].addr, op->refs_list[i].bytes, addr, bytes)) {
+                sim.stats.hazards++;
+                return; /* one hazard per unmap, however many operations it hits */
+            }
+        }
+    }
+}
+
+void sim_hazard_check(struct sim_device *dev, uint64_t addr, uint64_t bytes, uint64_t at_ns) {
+    /* Let the executor catch up (wall clock only): then every operation enqueued so far has a
+     * known virtual end, and the answer is exact. */
+    sim_device_drain(dev);
+    hazard_scan(dev, addr, bytes, at_ns, NULL);
+}
+
+/* ------------------------------------------------------------------ running one operation */
+
+struct kernel_call {
+    sim_kernel_body body;
+    void **params;
+};
+
+static void call_kernel(void *arg) {
+    struct kernel_call *k = arg;
+    k->body(k->params);
+}
+
+struct copy_call {
+    struct sim_copy_op *c;
+};
+
+static void call_copy(void *arg) {
+    struct sim_copy_op *c = ((struct copy_call *)arg)->c;
+    const unsigned char *src = c->staging != NULL ? c->staging : c->src;
+    if (c->height <= 1) {
+        memmove(c->dst, src, c->bytes);
+        return;
+    }
+    for (size_t row = 0; row < c->height; row++)
+        memmove((unsigned char *)c->dst + row * c->dst_pitch, src + row * c->src_pitch, c->bytes);
+}
+
+static void call_memset(void *arg) {
+    struct sim_memset_op *m = arg;
+    size_t rows = m->height < 1 ? 1 : m->height;
+    for (size_t row = 0; row < rows; row++) {
+        unsigned char *p = (unsigned char *)m->dst + row * m->pitch;
+        if (m->elem == 1) {
+            memset(p, (int)(m->value & 0xff), m->count);
+        } else if (m->elem == 2) {
+            uint16_t v = (uint16_t)m->value;
+            for (size_t i = 0; i < m->count; i++) memcpy(p + 2 * i, &v, 2);
+        } else {
+            uint32_t v = m->value;
+            for (size_t i = 0; i < m->count; i++) memcpy(p + 4 * i, &v, 4);
+        }
+    }
+}
+
+static void record_fault(uint64_t addr) {
+    if (sim.stats.illegal_accesses == 0) sim.stats.first_illegal_addr = addr;
+    sim.stats.illegal_accesses++;
+    sim.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+/* Runs fn guarded with the lock released. Returns false (and records the fault) on a fault. */
+static bool run_unlocked(void (*fn)(void *), void *arg) {
+    uint64_t fault = 0;
+    sim_unlock();
+    bool ok = sim_guarded_run(fn, arg, &fault);
+    sim_lock();
+    if (!ok) record_fault(fault);
+    return ok;
+}
+
+/* Checks every byte range a copy or memset touches is mapped for the device (sparse mode, where
+ * no bytes move, and the device side of explicit copies in full mode). */
+static bool probe_mapped(uint64_t addr, uint64_t bytes) {
+    struct sim_lookup lk;
+    sim_lookup(addr, &lk);
+    if (lk.range == NULL) return true; /* host memory the simulator does not manage */
+    if (!lk.mapped) {
+        record_fault(addr);
+        return false;
+    }
+    if (bytes > 0 && addr + bytes > lk.mapping_base + lk.mapping_size) {
+        /* Spans into the next mapping: probe that one too. */
+        uint64_t next = lk.mapping_base + lk.mapping_size;
+        return probe_mapped(next, addr + bytes - next);
+    }
+    return true;
+}
+
+static uint64_t run_kernel(struct sim_op *op) {
+    struct sim_kernel_op *k = &op->u.kernel;
+    struct sim_func *f = k->func;
+    uint64_t extra_ns = 0;
+    bool remote = false;
+    /* Resolve what each pointer parameter points into: managed pages fault in, host-backed
+     * mappings are remote, and in sparse mode an unmapped pointer is the illegal access. */
+    for (int i = 0; i < op->nrefs; i++) {
+        struct sim_range_ref *r = &op->refs_list[i];
+        struct sim_lookup lk;
+        sim_lookup(r->addr, &lk);
+        if (lk.range == NULL) continue;
+        r->addr = lk.mapping_base;
+        r->bytes = lk.mapping_size;
+        if (!lk.mapped) {
+            if (sim.cfg.data == SIM_DATA_SPARSE) {
+                record_fault(op->refs_list[i].addr);
+                return 0;
+            }
+            continue; /* full mode: the body faults if it really touches it */
+        }
+        if (lk.loc == SIM_LOC_HOST) remote = true;
+        if (lk.loc == SIM_LOC_MANAGED) extra_ns += sim_managed_touch(op->dev, r->addr, &remote);
+    }
+    if (remote) sim.stats.remote_accesses++;
+    sim.stats.launches++;
+    uint64_t dur = f->default_ns;
+    if (f->ns_param >= 0) {
+        uint64_t v = 0;
+        memcpy(&v, k->params[f->ns_param], sizeof v);
+        dur = v;
+    }
+    if (f->body != NULL && sim.cfg.data == SIM_DATA_FULL) {
+        body_duration_set = false;
+        struct kernel_call call = {f->body, k->params};
+        if (!run_unlocked(call_kernel, &call)) {
+            op->failed = true;
+            return 0;
+        }
+        if (body_duration_set) dur = body_duration_ns;
+    }
+    return extra_ns + dur;
+}
+
+static void run_op(struct sim_op *op, uint64_t *start) {
+    uint64_t dur = 0;
+    switch (op->kind) {
+    case SIM_OP_KERNEL:
+        dur = run_kernel(op);
+        break;
+    case SIM_OP_COPY: {
+        struct sim_copy_op *c = &op->u.copy;
+        size_t rows = c->height < 1 ? 1 : c->height;
+        uint64_t total = (uint64_t)c->bytes * rows;
+        if (!probe_mapped((uint64_t)(uintptr_t)c->dst, total) ||
+            !probe_mapped((uint64_t)(uintptr_t)c->src, total)) {
+            op->failed = true;
+            break;
+        }
+        dur = sim_copy_duration(op->dev, c->dir, total, start);
+        sim.stats.copies++;
+        if (c->dir == SIM_H2D) sim.stats.bytes_h2d += total;
+        else if (c->dir == SIM_D2H) sim.stats.bytes_d2h += total;
+        else sim.stats.bytes_d2d += total;
+        if (sim.cfg.data == SIM_DATA_FULL) {
+            struct copy_call call = {c};
+            if (!run_unlocked(call_copy, &call)) op->failed = true;
+        }
+        break;
+    }
+    case SIM_OP_MEMSET: {
+        struct sim_memset_op *m = &op->u.memset;
+        size_t rows = m->height < 1 ? 1 : m->height;
+        uint64_t total = (uint64_t)m->count * m->elem * rows;
+        if (!probe_mapped((uint64_t)(uintptr_t)m->dst, total)) {
+            op->failed = true;
+            break;
+        }
+        dur = sim_bytes_ns(total, sim.cfg.hbm_gbps);
+        sim.stats.memsets++;
+        if (sim.cfg.data == SIM_DATA_FULL && !run_unlocked(call_memset, m)) op->failed = true;
+        break;
+    }
+    case SIM_OP_HOST_FUNC: {
+        struct sim_host_func_op *h = &op->u.host;
+        sim_unlock();
+        if (h->cb != NULL) h->cb(h->cb_stream, sim.sticky, h->user);
+        else h->fn(h->user);
+        sim_lock();
+        break;
+    }
+    case SIM_OP_FREE: {
+        struct sim_range *r = sim_range_find(op->u.free_addr);
+        if (r != NULL && r->base == op->u.free_addr) {
+            hazard_scan(op->dev, r->base, r->size, *start, op);
+            sim_free_range_locked(r);
+        }
+        break;
+    }
+    case SIM_OP_PREFETCH:
+        sim_managed_prefetch(op->dev, op->u.prefetch.addr, op->u.prefetch.bytes,
+                             op->u.prefetch.to_device);
+        dur = sim_copy_duration(op->dev, op->u.prefetch.to_device ? SIM_H2D : SIM_D2H,
+                                op->u.prefetch.bytes, start);
+        break;
+    case SIM_OP_RECORD:
+    case SIM_OP_WAIT:
+        break;
+    }
+    op->start_ns = *start;
+    op->end_ns = *start + dur;
+}
+
+static uint64_t op_earliest_start(struct sim_op *op) {
+    uint64_t start = op->enq_ns;
+    struct sim_stream *s = op->stream;
+    if (s != NULL && op->stream_ordered) {
+        if (s->last_end_ns > start) start = s->last_end_ns;
+        struct sim_ctx *ctx = s->ctx;
+        /* The legacy default stream waits for all earlier work on blocking streams, and blocking
+         * streams wait for earlier work on the legacy stream. */
+        if (s->legacy) {
+            if (ctx->blocking_end_ns > start) start = ctx->blocking_end_ns;
+        } else if (!(s->flags & CU_STREAM_NON_BLOCKING) && ctx->legacy != NULL) {
+            if (ctx->legacy->last_end_ns > start) start = ctx->legacy->last_end_ns;
+        }
+    }
+    for (int i = 0; i < op->ndeps; i++) {
+        sim_op_wait_done(op->deps[i]); /* only waits for another device's executor */
+        if (op->deps[i]->end_ns > start) start = op->deps[i]->end_ns;
+    }
+    return start;
+}
+
+static void op_complete(struct sim_device *dev, struct sim_op *op) {
+    struct sim_stream *s = op->stream;
+    if (s != NULL && op->stream_ordered) {
+        if (op->end_ns > s->last_end_ns) s->last_end_ns = op->end_ns;
+        if (!(s->flags & CU_STREAM_NON_BLOCKING) && op->end_ns > s->ctx->blocking_end_ns)
+            s->ctx->blocking_end_ns = op->end_ns;
+    }
+    if (op->end_ns > dev->max_end_ns) dev->max_end_ns = op->end_ns;
+    op->done = true;
+    dev->done_seq = op->seq;
+    if (op->nrefs > 0 && !op->failed) {
+        op->refs++;
+        op->in_inflight = true;
+        op->inflight_next = dev->inflight;
+        dev->inflight = op;
+    }
+    uint64_t floor = sim_now();
+    if (op->enq_ns < floor) floor = op->enq_ns;
+    inflight_prune(dev, floor);
+    pthread_cond_broadcast(&sim.progress);
+}
+
+static void *executor_main(void *arg) {
+    struct sim_device *dev = arg;
+    sim_lock();
+    for (;;) {
+        while (dev->head == NULL) pthread_cond_wait(&sim.progress, &sim.lock);
+        struct sim_op *op = dev->head;
+        dev->head = op->next;
+        if (dev->head == NULL) dev->tail = NULL;
+        uint64_t start = op_earliest_start(op);
+        if (sim.sticky != CUDA_SUCCESS) {
+            /* After an illegal access the context is unusable: nothing else runs. */
+            op->failed = true;
+            op->start_ns = op->end_ns = start;
+        } else {
+            run_op(op, &start);
+        }
+        op_complete(dev, op);
+        sim_op_release(op);
+    }
+    return NULL;
+}

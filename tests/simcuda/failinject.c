@@ -1,0 +1,77 @@
+/* SIMCUDA_FAIL=<function>:<nth call>[:<error code>][,...]: the nth call (1-based) of that entry
+ * point returns an error instead of running (CUDA_ERROR_OUT_OF_MEMORY unless a code is given).
+ * Function names are the entry points' own groups: cuMemAlloc_v2, cuMemCreate, cuMemMap,
+ * cuMemUnmap, cuMemSetAccess, cuMemHostAlloc, cuMemcpy (synchronous copies), cuMemcpyAsync,
+ * cuLaunchKernel, cuMemAllocAsync. */
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL_RULES 32
+
+struct fail_rule {
+    char fn[64];
+    unsigned long long nth;
+    CUresult code;
+    unsigned long long seen;
+};
+
+static struct fail_rule rules[FAIL_RULES];
+static int nrules = -1;
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool parse_rules(void) {
+    nrules = 0;
+    const char *spec = sim.cfg.fail;
+    if (spec == NULL) return true;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL && nrules < FAIL_RULES;
+         tok = strtok_r(NULL, ",", &save)) {
+        struct fail_rule r = {.code = CUDA_ERROR_OUT_OF_MEMORY};
+        char *c1 = strchr(tok, ':');
+        if (c1 == NULL || (size_t)(c1 - tok) >= sizeof r.fn) goto bad;
+        memcpy(r.fn, tok, (size_t)(c1 - tok));
+        char *end = NULL;
+        r.nth = strtoull(c1 + 1, &end, 10);
+        if (end == c1 + 1 || r.nth == 0) goto bad;
+        if (*end == ':') {
+            char *e2 = NULL;
+            long code = strtol(end + 1, &e2, 10);
+            if (e2 == end + 1 || *e2 != '\0' || code <= 0) goto bad;
+            r.code = (CUresult)code;
+        } else if (*end != '\0') {
+            goto bad;
+        }
+        rules[nrules++] = r;
+        continue;
+    bad:
+        fprintf(stderr,
+                "simcuda: SIMCUDA_FAIL=\"%s\" is not valid: expected function:nth[:code][,...]\n",
+                spec);
+        return false;
+    }
+    return true;
+}
+
+bool sim_fail_validate(void) {
+    pthread_mutex_lock(&fail_lock);
+    bool ok = parse_rules();
+    pthread_mutex_unlock(&fail_lock);
+    return ok;
+}
+
+CUresult sim_fail_check(const char *fn) {
+    if (sim.cfg.fail == NULL) return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&fail_lock);
+    for (int i = 0; i < nrules; i++) {
+        if (strcmp(rules[i].fn, fn) != 0) continue;
+        if (++rules[i].seen == rules[i].nth) rc = rules[i].code;
+    }
+    pthread_mutex_unlock(&fail_lock);
+    return rc;
+}

@@ -1,0 +1,187 @@
+/* Stream-ordered allocation: cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync and
+ * memory pools.
+ *
+ * The memory is mapped when the allocation call is made (the driver may hand out memory the pool
+ * already holds just as early), and a free takes effect when its place in the stream is reached
+ * on the device: the executor runs it, so another stream still using the buffer then is a
+ * recorded hazard, and a later touch is an illegal access. Pools keep no freed memory: the
+ * release threshold is stored and reported, not applied. */
+#include "sim.h"
+
+#include <stdlib.h>
+
+struct sim_pool {
+    uint32_t magic;
+    int device;
+    bool is_default;
+    uint64_t release_threshold;
+    uint64_t reserved_current, reserved_high, used_current, used_high;
+};
+
+static struct sim_pool default_pools[SIM_MAX_DEVICES];
+
+CUmemoryPool sim_pool_default(int device) {
+    struct sim_pool *p = &default_pools[device];
+    p->magic = SIM_MAGIC_POOL;
+    p->device = device;
+    p->is_default = true;
+    return (CUmemoryPool)p;
+}
+
+static struct sim_pool *pool_from_handle(CUmemoryPool h) {
+    struct sim_pool *p = (struct sim_pool *)h;
+    if (p == NULL || p->magic != SIM_MAGIC_POOL) return NULL;
+    return p;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *pool, CUstream hs,
+                            bool pt) {
+    struct sim_ctx *c;
+    CUresult rc = sim_require_ctx(&c);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (dptr == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    struct sim_stream *s = sim_stream_resolve(hs, pt, &rc);
+    if (s == NULL) return rc;
+    if ((rc = sim_fail_check("cuMemAllocAsync")) != CUDA_SUCCESS) return rc;
+    uint64_t p = 0;
+    sim_lock();
+    struct sim_device *dev = pool != NULL ? &sim.devices[pool->device] : s->ctx->dev;
+    rc = sim_device_alloc(dev, bytes, true, &p);
+    if (rc == CUDA_SUCCESS) {
+        struct sim_pool *pl = pool != NULL ? pool : &default_pools[dev->ordinal];
+        pl->used_current += bytes;
+        pl->reserved_current += bytes;
+        if (pl->used_current > pl->used_high) pl->used_high = pl->used_current;
+        if (pl->reserved_current > pl->reserved_high) pl->reserved_high = pl->reserved_current;
+    }
+    sim_unlock();
+    if (rc == CUDA_SUCCESS) *dptr = (CUdeviceptr)p;
+    return rc;
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream hs, bool pt) {
+    struct sim_ctx *c;
+    CUresult rc = sim_require_ctx(&c);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct sim_stream *s = sim_stream_resolve(hs, pt, &rc);
+    if (s == NULL) return rc;
+    sim_lock();
+    struct sim_range *r = sim_range_find(dptr);
+    if (r == NULL || r->kind != SIM_R_DEVICE || r->base != dptr) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct sim_pool *pl = &default_pools[r->device];
+    pl->used_current -= r->size <= pl->used_current ? r->size : pl->used_current;
+    pl->reserved_current -= r->size <= pl->reserved_current ? r->size : pl->reserved_current;
+    struct sim_op *op = sim_op_new(SIM_OP_FREE, s);
+    if (op == NULL) {
+        sim_unlock();
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->u.free_addr = dptr;
+    if (!sim_capture_intercept(s, op, &rc)) sim_op_enqueue(op);
+    sim_op_release(op);
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
+    return alloc_async(dptr, bytes, NULL, s, false);
+}
+SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s) {
+    return alloc_async(dptr, bytes, NULL, s, true);
+}
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                                            CUstream s) {
+    struct sim_pool *p = pool_from_handle(pool);
+    return p == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, bytes, p, s, false);
+}
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
+                                                 CUmemoryPool pool, CUstream s) {
+    struct sim_pool *p = pool_from_handle(pool);
+    return p == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, bytes, p, s, true);
+}
+SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+    return free_async(dptr, s, false);
+}
+SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+    return free_async(dptr, s, true);
+}
+
+SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    CUresult rc = sim_enter();
+    if (rc != CUDA_SUCCESS) return rc;
+    if (pool == NULL || props == NULL || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (props->location.id < 0 || props->location.id >= sim.ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct sim_pool *p = calloc(1, sizeof *p);
+    if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    p->magic = SIM_MAGIC_POOL;
+    p->device = props->location.id;
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    CUresult rc = sim_enter();
+    if (rc != CUDA_SUCCESS) return rc;
+    struct sim_pool *p = pool_from_handle(pool);
+    if (p == NULL || p->is_default) return CUDA_ERROR_INVALID_VALUE;
+    p->magic = SIM_MAGIC_DEAD;
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    CUresult rc = sim_enter();
+    if (rc != CUDA_SUCCESS) return rc;
+    (void)keep; /* pools hold no freed memory: nothing to trim */
+    return pool_from_handle(pool) == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                          void *value) {
+    CUresult rc = sim_enter();
+    if (rc != CUDA_SUCCESS) return rc;
+    struct sim_pool *p = pool_from_handle(pool);
+    if (p == NULL || value == NULL) return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->release_threshold = *(cuuint64_t *)value; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: p->reserved_high = 0; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: p->used_high = 0; break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                          void *value) {
+    CUresult rc = sim_enter();
+    if (rc != CUDA_SUCCESS) return rc;
+    struct sim_pool *p = pool_from_handle(pool);
+    if (p == NULL || value == NULL) return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->release_threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved_current; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used_current; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)value = 1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+    CUresult rc = sim_enter();
+    if (rc != CUDA_SUCCESS) return rc;
+    if (dev < 0 || dev >= sim.ndevices) return CUDA_ERROR_INVALID_DEVICE;
+    return pool_from_handle(pool) == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}

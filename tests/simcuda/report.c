@@ -1,0 +1,69 @@
+/* SIMCUDA_REPORT: a JSON object written at process exit, atomically (temporary file, rename).
+ *
+ * Keys (contract): illegal_accesses, remote_accesses, hazards, managed_faults, virtual_ns (the
+ * host clock at exit) and peak_device_bytes (the largest device footprint of any device), all
+ * integers; more keys may follow. Work still queued at exit is run first (wall clock only), so
+ * the counts cover everything the program launched. */
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void drain_for_report(void) {
+    /* An executor can be blocked forever (a host function waiting on the host): give up after a
+     * bounded wait rather than hang the exiting program. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 10;
+    for (int d = 0; d < sim.ndevices; d++) {
+        struct sim_device *dev = &sim.devices[d];
+        uint64_t target = dev->enqueued_seq;
+        while (dev->done_seq < target && dev->thread_started) {
+            if (pthread_cond_timedwait(&sim.progress, &sim.lock, &deadline) != 0) return;
+        }
+    }
+}
+
+static void write_report(void) {
+    if (sim.cfg.report == NULL || sim.forked_child) return;
+    sim_lock();
+    drain_for_report();
+    uint64_t peak = 0;
+    for (int d = 0; d < sim.ndevices; d++)
+        if (sim.devices[d].peak_bytes > peak) peak = sim.devices[d].peak_bytes;
+    struct sim_stats st = sim.stats;
+    uint64_t now = sim_now();
+    sim_unlock();
+
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", sim.cfg.report, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        fprintf(stderr, "simcuda: SIMCUDA_REPORT=%s: cannot write the report\n", sim.cfg.report);
+        return;
+    }
+    fprintf(f,
+            "{\"simcuda_report\": 1, \"illegal_accesses\": %llu, \"remote_accesses\": %llu, "
+            "\"hazards\": %llu, \"managed_faults\": %llu, \"virtual_ns\": %llu, "
+            "\"peak_device_bytes\": %llu, \"launches\": %llu, \"copies\": %llu, "
+            "\"memsets\": %llu, \"bytes_h2d\": %llu, \"bytes_d2h\": %llu, \"bytes_d2d\": %llu, "
+            "\"first_illegal_address\": %llu, \"devices\": %d, \"data\": \"%s\"}\n",
+            (unsigned long long)st.illegal_accesses, (unsigned long long)st.remote_accesses,
+            (unsigned long long)st.hazards, (unsigned long long)st.managed_faults,
+            (unsigned long long)now, (unsigned long long)peak, (unsigned long long)st.launches,
+            (unsigned long long)st.copies, (unsigned long long)st.memsets,
+            (unsigned long long)st.bytes_h2d, (unsigned long long)st.bytes_d2h,
+            (unsigned long long)st.bytes_d2d, (unsigned long long)st.first_illegal_addr,
+            sim.ndevices, sim.cfg.data == SIM_DATA_SPARSE ? "sparse" : "full");
+    if (fclose(f) != 0 || rename(tmp, sim.cfg.report) != 0) {
+        fprintf(stderr, "simcuda: SIMCUDA_REPORT=%s: cannot write the report\n", sim.cfg.report);
+        remove(tmp);
+    }
+}
+
+void sim_report_install(void) {
+    if (sim.cfg.report != NULL) atexit(write_report);
+}

@@ -1,0 +1,431 @@
+/* simcuda internals: the state every family of the simulated driver shares.
+ *
+ * Model (docs/simcuda.md has the user-facing contract):
+ * - One global lock (sim.lock) guards all bookkeeping. It is never held while a kernel body, a
+ *   copy's memcpy or a host function runs, and never while a thread waits for the device.
+ * - Each device has one executor thread that runs the device's operations in the order they were
+ *   enqueued (one FIFO per device). Enqueue order is a valid topological order of stream order and
+ *   event waits, so a single FIFO needs no scheduler, and virtual time computed while executing in
+ *   that order is deterministic for a deterministic sequence of calls.
+ * - Virtual time: sim.host_ns is the host clock; every API call advances it by SIMCUDA_LAUNCH_NS. An
+ *   operation starts at max(host time at enqueue, its stream's previous end, the ends of what it
+ *   waits for, the legacy-stream barrier, its copy engine) and lasts its modelled duration.
+ */
+#ifndef SIMCUDA_SIM_H
+#define SIMCUDA_SIM_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define SIM_DRIVER_VERSION 13000
+#define SIM_GRANULE (2u << 20)   /* VMM allocation granularity, as on Hopper */
+#define SIM_MAX_DEVICES 16
+#define SIM_MANAGED_PAGE (64u << 10) /* managed-memory fault granule */
+
+/* ---------------------------------------------------------------- configuration (config.c) */
+
+enum sim_data_mode { SIM_DATA_FULL, SIM_DATA_SPARSE };
+
+struct sim_config {
+    uint64_t device_mem;      /* SIMCUDA_DEVICE_MEM, bytes per device */
+    int devices;              /* SIMCUDA_DEVICES */
+    uint64_t launch_ns;       /* SIMCUDA_LAUNCH_NS: host cost of every API call */
+    double h2d_gbps;          /* SIMCUDA_H2D_GBPS */
+    double d2h_gbps;          /* SIMCUDA_D2H_GBPS */
+    double duplex_gbps;       /* SIMCUDA_DUPLEX_GBPS: both directions together */
+    double hbm_gbps;          /* SIMCUDA_HBM_GBPS: device-to-device copies and memsets */
+    enum sim_data_mode data;  /* SIMCUDA_DATA */
+    const char *report;       /* SIMCUDA_REPORT, or NULL */
+    const char *fail;         /* SIMCUDA_FAIL, or NULL */
+};
+
+/* Parses every SIMCUDA_* variable; on a malformed one prints one line naming it and returns false. */
+bool sim_config_load(struct sim_config *cfg);
+/* Parses "12", "64K", "2M", "141G", "1T" (powers of 1024). Returns false on anything else. */
+bool sim_parse_size(const char *text, uint64_t *out);
+
+/* ---------------------------------------------------------------- handles */
+
+enum sim_magic {
+    SIM_MAGIC_CTX = 0x5c7c0001,
+    SIM_MAGIC_STREAM = 0x5c7c0002,
+    SIM_MAGIC_EVENT = 0x5c7c0003,
+    SIM_MAGIC_MODULE = 0x5c7c0004,
+    SIM_MAGIC_FUNC = 0x5c7c0005,
+    SIM_MAGIC_LIBRARY = 0x5c7c0006,
+    SIM_MAGIC_GRAPH = 0x5c7c0007,
+    SIM_MAGIC_GRAPH_EXEC = 0x5c7c0008,
+    SIM_MAGIC_NODE = 0x5c7c0009,
+    SIM_MAGIC_POOL = 0x5c7c000a,
+    SIM_MAGIC_DEAD = 0x5c7cdead,
+};
+
+struct sim_device;
+struct sim_stream;
+struct sim_op;
+struct sim_graph;
+
+/* A context. Primary contexts are owned by their device; cuCtxCreate makes others. All contexts
+ * of a device share the device's executor, memory and capacity, as they share a GPU. */
+struct sim_ctx {
+    uint32_t magic;
+    struct sim_device *dev;
+    bool primary;
+    unsigned flags;
+    struct sim_stream *legacy;  /* this context's legacy default stream */
+    uint64_t blocking_end_ns;   /* latest end of work on blocking streams (legacy barrier) */
+    unsigned long long id;
+};
+
+struct sim_device {
+    int ordinal;
+    struct sim_ctx primary;
+    int primary_refs;
+    unsigned primary_flags;
+    bool primary_active;
+    uint64_t used_bytes;        /* device memory in use (capacity check) */
+    uint64_t peak_bytes;
+    /* The executor: FIFO of operations, run by one thread. */
+    struct sim_op *head, *tail;
+    pthread_t thread;
+    bool thread_started;
+    uint64_t enqueued_seq, done_seq;
+    /* Copy engines: when each direction is next free, in virtual ns. */
+    uint64_t h2d_free_ns, d2h_free_ns;
+    uint64_t max_end_ns;        /* latest virtual end of anything that ran */
+    /* Operations that have run and may still be in flight in virtual time (for hazards). */
+    struct sim_op *inflight;
+    CUmemoryPool default_pool;
+};
+
+/* ---------------------------------------------------------------- streams and events */
+
+struct sim_stream {
+    uint32_t magic;
+    struct sim_ctx *ctx;
+    unsigned flags;             /* CU_STREAM_NON_BLOCKING or 0 */
+    int priority;
+    bool legacy;                /* the context's legacy default stream */
+    bool per_thread;            /* a per-thread default stream */
+    bool destroyed;
+    int refs;                   /* handle + queued operations */
+    unsigned long long id;
+    uint64_t last_end_ns;       /* virtual end of the last operation that ran */
+    struct sim_op *last_op;     /* last enqueued operation (referenced), or NULL */
+    /* Capture state (graph.c). */
+    struct sim_capture *capture;
+};
+
+struct sim_event {
+    uint32_t magic;
+    unsigned flags;
+    struct sim_op *record;      /* the latest record operation (referenced), or NULL */
+    bool timing_disabled;
+    /* Capture: the graph nodes this event was recorded after, while capturing (graph.c). */
+    struct sim_capture *capture;
+    void *capture_deps;
+    size_t capture_ndeps;
+};
+
+/* ---------------------------------------------------------------- operations */
+
+enum sim_op_kind {
+    SIM_OP_KERNEL,
+    SIM_OP_COPY,
+    SIM_OP_MEMSET,
+    SIM_OP_RECORD,      /* event record: a point in a stream */
+    SIM_OP_WAIT,        /* a no-op with dependencies (stream waits, graph joins) */
+    SIM_OP_HOST_FUNC,
+    SIM_OP_FREE,        /* stream-ordered free (cuMemFreeAsync) */
+    SIM_OP_PREFETCH,    /* managed-memory prefetch */
+};
+
+enum sim_copy_dir { SIM_H2D, SIM_D2H, SIM_D2D, SIM_H2H };
+
+struct sim_range_ref {
+    uint64_t addr, bytes; /* bytes 0: a pointer parameter, extent unknown until resolved */
+};
+
+struct sim_kernel_op {
+    struct sim_func *func;
+    void **params;              /* kernelParams as the body sees them (points into argbuf) */
+    unsigned char *argbuf;
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;
+};
+
+struct sim_copy_op {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    enum sim_copy_dir dir;
+    void *staging;              /* snapshot of a pageable source, freed after the copy */
+    /* 2D copies: height rows of bytes each, with pitches. */
+    size_t height, dst_pitch, src_pitch;
+};
+
+struct sim_memset_op {
+    void *dst;
+    unsigned value;
+    unsigned elem;              /* 1, 2 or 4 */
+    size_t count;               /* elements per row */
+    size_t height, pitch;
+};
+
+struct sim_host_func_op {
+    void (*fn)(void *);
+    void *user;
+    /* cuStreamAddCallback's signature, when used. */
+    CUstreamCallback cb;
+    CUstream cb_stream;
+};
+
+struct sim_prefetch_op {
+    uint64_t addr, bytes;
+    bool to_device;
+};
+
+struct sim_op {
+    enum sim_op_kind kind;
+    int refs;
+    uint64_t seq;
+    struct sim_device *dev;
+    struct sim_stream *stream;  /* referenced; NULL for graph-internal nodes */
+    bool stream_ordered;        /* false for graph nodes: ordering comes from deps */
+    uint64_t enq_ns, start_ns, end_ns;
+    bool done;
+    bool failed;                /* did not run: sticky error, or faulted */
+    struct sim_op **deps;       /* extra dependencies (referenced) */
+    int ndeps;
+    struct sim_range_ref *refs_list; /* ranges this operation touches (hazards, remote, managed) */
+    int nrefs;
+    struct sim_op *next;        /* FIFO link */
+    struct sim_op *inflight_next;
+    bool in_inflight;
+    union {
+        struct sim_kernel_op kernel;
+        struct sim_copy_op copy;
+        struct sim_memset_op memset;
+        struct sim_host_func_op host;
+        struct sim_prefetch_op prefetch;
+        uint64_t free_addr;
+    } u;
+};
+
+/* ---------------------------------------------------------------- modules and functions */
+
+enum sim_param_type {
+    SIM_T_PTR, SIM_T_U8, SIM_T_U16, SIM_T_U32, SIM_T_U64, SIM_T_I32, SIM_T_I64, SIM_T_F32,
+    SIM_T_F64, SIM_T_BYTES,
+};
+
+struct sim_param {
+    enum sim_param_type type;
+    size_t offset, size;
+};
+
+typedef void (*sim_kernel_body)(void **params);
+
+struct sim_func {
+    uint32_t magic;
+    char name[128];
+    int nparams;
+    struct sim_param *params;
+    size_t argbytes;            /* packed size of all parameters */
+    uint64_t default_ns;        /* ns= from the image, else 1000 */
+    int ns_param;               /* ns=param:N: duration taken from u64 parameter N, else -1 */
+    sim_kernel_body body;       /* NULL: a body-less kernel (duration only) */
+    struct sim_module *module;
+};
+
+struct sim_module {
+    uint32_t magic;
+    int nfuncs;
+    struct sim_func *funcs;
+    bool is_library;
+};
+
+/* Parses a text image into a module. Returns CUDA_SUCCESS or CUDA_ERROR_INVALID_IMAGE. */
+CUresult sim_module_parse(const char *image, struct sim_module **out);
+void sim_module_free(struct sim_module *m);
+struct sim_func *sim_func_from_handle(const void *h);
+
+/* ---------------------------------------------------------------- memory (memory.c) */
+
+enum sim_range_kind {
+    SIM_R_DEVICE,       /* cuMemAlloc, pitch and pool allocations */
+    SIM_R_HOST,         /* cuMemHostAlloc / cuMemAllocHost: pinned host memory */
+    SIM_R_REGISTERED,   /* cuMemHostRegister */
+    SIM_R_MANAGED,      /* cuMemAllocManaged */
+    SIM_R_RESERVED,     /* cuMemAddressReserve */
+};
+
+struct sim_mapping;     /* vmm.c */
+
+struct sim_range {
+    uint64_t base, size;
+    enum sim_range_kind kind;
+    int device;
+    unsigned flags;
+    bool from_pool;         /* stream-ordered allocation */
+    struct sim_mapping *maps; /* SIM_R_RESERVED: mappings, sorted by address */
+    struct sim_managed *managed; /* SIM_R_MANAGED */
+    unsigned long long buffer_id;
+};
+
+/* Where a byte lives, as the device sees it. */
+enum sim_loc { SIM_LOC_NONE, SIM_LOC_DEVICE, SIM_LOC_HOST, SIM_LOC_MANAGED };
+
+struct sim_lookup {
+    struct sim_range *range;    /* NULL: not device memory the simulator knows */
+    enum sim_loc loc;
+    bool mapped;                /* accessible from the device */
+    uint64_t mapping_base, mapping_size; /* the extent of the mapping (or allocation) */
+};
+
+/* Registry of ranges, sorted by base. Caller holds sim.lock. */
+struct sim_range *sim_range_add(uint64_t base, uint64_t size, enum sim_range_kind kind, int device);
+void sim_range_remove(struct sim_range *r);
+struct sim_range *sim_range_find(uint64_t addr);
+/* Memory pools (pool.c). */
+CUmemoryPool sim_pool_default(int device);
+/* Classifies addr for the device (lock held). */
+void sim_lookup(uint64_t addr, struct sim_lookup *out);
+
+/* VMM (vmm.c): classifies addr inside a reservation; frees a reservation's mappings. */
+void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out);
+
+/* Device capacity accounting (lock held): false when it would exceed SIMCUDA_DEVICE_MEM. */
+bool sim_capacity_take(struct sim_device *dev, uint64_t bytes);
+void sim_capacity_give(struct sim_device *dev, uint64_t bytes);
+
+/* Virtual-address space: reserve a PROT_NONE range; release it back to PROT_NONE (kept reserved,
+ * reused later, so that stale device pointers fault rather than hit unrelated host memory). */
+void *sim_va_reserve(uint64_t size, uint64_t align);
+void sim_va_retire(void *addr, uint64_t size);
+bool sim_va_commit(void *addr, uint64_t size);
+/* Frees a device allocation (lock held); used by cuMemFree and the executor's stream-ordered free. */
+void sim_free_range_locked(struct sim_range *r);
+/* Allocates linear device memory (lock held). */
+CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out);
+
+/* ---------------------------------------------------------------- managed memory (managed.c) */
+
+struct sim_managed {
+    uint64_t pages;
+    unsigned char *resident;    /* per page: 1 if on the device */
+    int preferred;              /* preferred location: -1 none, CU_DEVICE_CPU, or device */
+    bool accessed_by_device;
+    bool read_mostly;
+};
+
+/* The executor asks this before a kernel runs: migrates non-resident pages that a pointer
+ * parameter points into, counting faults; returns extra virtual ns the migration costs. */
+uint64_t sim_managed_touch(struct sim_device *dev, uint64_t addr, bool *remote);
+void sim_managed_free(struct sim_range *r);
+void sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t bytes, bool to_device);
+
+/* ---------------------------------------------------------------- global state */
+
+struct sim_stats {
+    uint64_t illegal_accesses, remote_accesses, hazards, managed_faults;
+    uint64_t launches, copies, memsets, bytes_h2d, bytes_d2h, bytes_d2d;
+    uint64_t first_illegal_addr;
+};
+
+struct sim_state {
+    pthread_mutex_t lock;
+    pthread_cond_t progress;    /* broadcast whenever an operation completes or is enqueued */
+    struct sim_config cfg;
+    bool config_ok;
+    bool initialized;           /* cuInit succeeded */
+    bool forked_child;          /* a fork after initialisation: CUDA unusable, as on a GPU */
+    CUresult init_error;
+    int ndevices;
+    struct sim_device devices[SIM_MAX_DEVICES];
+    _Atomic uint64_t host_ns;   /* the host's virtual clock */
+    CUresult sticky;            /* CUDA_ERROR_ILLEGAL_ADDRESS once a fault happened */
+    struct sim_stats stats;
+    unsigned long long next_id;
+};
+
+extern struct sim_state sim;
+
+/* ---------------------------------------------------------------- common helpers */
+
+/* Every entry point starts with this: checks initialisation and advances the host clock. */
+CUresult sim_enter(void);
+/* Entry points that are legal before cuInit (version queries). */
+void sim_tick(void);
+uint64_t sim_now(void);
+void sim_lock(void);
+void sim_unlock(void);
+
+/* Current context of this thread (primary context of device 0 after cuDevicePrimaryCtxRetain). */
+struct sim_ctx *sim_current_ctx(void);
+CUresult sim_require_ctx(struct sim_ctx **out);
+struct sim_ctx *sim_ctx_from_handle(CUcontext h);
+
+/* Resolves a CUstream handle for the calling thread; per_thread selects what NULL means. */
+struct sim_stream *sim_stream_resolve(CUstream h, bool per_thread, CUresult *err);
+struct sim_stream *sim_stream_new(struct sim_ctx *ctx, unsigned flags, int priority);
+struct sim_event *sim_event_from_handle(CUevent h);
+
+/* Operations (stream.c). */
+struct sim_op *sim_op_new(enum sim_op_kind kind, struct sim_stream *s);
+void sim_op_add_dep(struct sim_op *op, struct sim_op *dep);
+void sim_op_add_ref(struct sim_op *op, uint64_t addr, uint64_t bytes);
+/* Enqueues on the device's FIFO (lock held). Takes ownership of the caller's reference. */
+void sim_op_enqueue(struct sim_op *op);
+void sim_op_release(struct sim_op *op);
+/* Waits (wall clock) until op has run; lock held on entry and exit. */
+void sim_op_wait_done(struct sim_op *op);
+/* Waits until every operation enqueued on dev so far has run (lock held). */
+void sim_device_drain(struct sim_device *dev);
+/* Stream synchronisation helpers (lock held): advance the host clock to the stream's completion.
+ * Return the sticky error if one is set. */
+CUresult sim_stream_sync_locked(struct sim_stream *s);
+CUresult sim_ctx_sync_locked(struct sim_ctx *ctx);
+/* Checks whether freeing/unmapping [addr, addr+bytes) now would pull memory from under work
+ * still in flight in virtual time; counts a hazard if so (lock held). */
+void sim_hazard_check(struct sim_device *dev, uint64_t addr, uint64_t bytes, uint64_t at_ns);
+
+/* Fault guard (fault.c): runs fn(arg) on the calling executor thread; returns false and records
+ * the faulting address when it touches unmapped memory. */
+bool sim_guarded_run(void (*fn)(void *), void *arg, uint64_t *fault_addr);
+void sim_fault_install(void);
+
+/* Copy helpers (copy.c). */
+enum sim_copy_dir sim_classify_copy(uint64_t dst, uint64_t src);
+uint64_t sim_copy_duration(struct sim_device *dev, enum sim_copy_dir dir, uint64_t bytes,
+                           uint64_t *start_ns);
+
+/* Capture (graph.c): when s is capturing, adds op as a node instead of enqueueing it and returns
+ * true. Illegal-during-capture checks for synchronous calls. */
+bool sim_capture_intercept(struct sim_stream *s, struct sim_op *op, CUresult *err);
+CUresult sim_capture_check_sync(struct sim_stream *s);
+CUresult sim_capture_check_unsafe(void);
+void sim_capture_event_record(struct sim_stream *s, struct sim_event *e);
+bool sim_capture_stream_wait(struct sim_stream *s, struct sim_event *e, CUresult *err);
+
+/* Launch (launch.c): builds a kernel op from parameters. */
+CUresult sim_build_kernel_op(struct sim_func *f, struct sim_stream *s, const unsigned grid[3],
+                             const unsigned block[3], unsigned shared, void **params, void **extra,
+                             struct sim_op **out);
+
+/* Fault injection (SIMCUDA_FAIL): returns the error to inject for this call of fn, or CUDA_SUCCESS. */
+CUresult sim_fail_check(const char *fn);
+/* Parses SIMCUDA_FAIL at cuInit; false (after one line on stderr) when malformed. */
+bool sim_fail_validate(void);
+
+/* Report (report.c). */
+void sim_report_install(void);
+
+uint64_t sim_bytes_ns(uint64_t bytes, double gbps);
+
+#endif
