@@ -90,6 +90,7 @@ void sim_op_enqueue(struct sim_op *op) {
     struct sim_device *dev = op->dev;
     op->enq_ns = sim_now();
     op->seq = ++dev->enqueued_seq;
+    op->refs++; /* the queue's reference, dropped by the executor */
     if (op->stream != NULL && op->stream_ordered) {
         op->refs++;
         sim_op_release(op->stream->last_op);

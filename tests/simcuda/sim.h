@@ -380,7 +380,7 @@ struct sim_event *sim_event_from_handle(CUevent h);
 struct sim_op *sim_op_new(enum sim_op_kind kind, struct sim_stream *s);
 void sim_op_add_dep(struct sim_op *op, struct sim_op *dep);
 void sim_op_add_ref(struct sim_op *op, uint64_t addr, uint64_t bytes);
-/* Enqueues on the device's FIFO (lock held). Takes ownership of the caller's reference. */
+/* Enqueues on the device's FIFO (lock held). The queue takes a reference of its own. */
 void sim_op_enqueue(struct sim_op *op);
 void sim_op_release(struct sim_op *op);
 /* Waits (wall clock) until op has run; lock held on entry and exit. */
