@@ -5,6 +5,7 @@
  * different machine model. */
 #include "sim.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,7 +17,9 @@ bool sim_parse_size(const char *text, uint64_t *out) {
     errno = 0;
     char *end = NULL;
     unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text || text[0] == '-') return false;
+    /* strtoull skips blanks and takes a sign, so " -1" would wrap to a huge size: a value
+     * must start with its first digit. */
+    if (errno != 0 || end == text || !isdigit((unsigned char)text[0])) return false;
     unsigned shift = 0;
     switch (*end) {
     case '\0': break;
@@ -34,7 +37,8 @@ bool sim_parse_size(const char *text, uint64_t *out) {
 }
 
 static bool parse_u64(const char *text, uint64_t *out) {
-    if (text == NULL || *text == '\0' || text[0] == '-') return false;
+    /* As for sizes: no blanks or sign before the digits, so " -1" is not read as 2^64-1. */
+    if (text == NULL || !isdigit((unsigned char)text[0])) return false;
     errno = 0;
     char *end = NULL;
     unsigned long long v = strtoull(text, &end, 10);

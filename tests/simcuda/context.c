@@ -38,6 +38,16 @@ static void ctx_activate(struct sim_ctx *c) {
     }
 }
 
+/* Flags cuCtxCreate, cuCtxSetFlags and cuDevicePrimaryCtxSetFlags accept: bits the driver
+ * defines and at most one scheduling policy; the driver rejects anything else with
+ * CUDA_ERROR_INVALID_VALUE, so a program relying on a bad flag learns it here too. */
+static bool ctx_flags_valid(unsigned flags) {
+    unsigned sched = flags & CU_CTX_SCHED_MASK;
+    if ((flags & ~(unsigned)CU_CTX_FLAGS_MASK) != 0) return false;
+    return sched == CU_CTX_SCHED_AUTO || sched == CU_CTX_SCHED_SPIN ||
+           sched == CU_CTX_SCHED_YIELD || sched == CU_CTX_SCHED_BLOCKING_SYNC;
+}
+
 SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
@@ -76,6 +86,7 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fla
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     if (dev < 0 || dev >= sim.ndevices) return CUDA_ERROR_INVALID_DEVICE;
+    if (!ctx_flags_valid(flags)) return CUDA_ERROR_INVALID_VALUE;
     sim.devices[dev].primary_flags = flags;
     sim.devices[dev].primary.flags = flags;
     return CUDA_SUCCESS;
@@ -106,6 +117,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev) {
     if (rc != CUDA_SUCCESS) return rc;
     if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= sim.ndevices) return CUDA_ERROR_INVALID_DEVICE;
+    if (!ctx_flags_valid(flags)) return CUDA_ERROR_INVALID_VALUE;
     if (ctx_depth >= CTX_STACK_MAX) return CUDA_ERROR_OUT_OF_MEMORY;
     struct sim_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -144,8 +156,11 @@ SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext h) {
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_ctx *c = sim_ctx_from_handle(h);
     if (c == NULL || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    /* Queued work completes first. Its result is deliberately not returned: destroying the
+     * context is how a program recovers from a sticky error, and the driver's cuCtxDestroy
+     * succeeds even after an illegal address. */
     sim_lock();
-    rc = sim_ctx_sync_locked(c);
+    (void)sim_ctx_sync_locked(c);
     sim_unlock();
     /* Remove it from this thread's stack; other threads' stacks must not hold it (as on a GPU). */
     for (int i = 0; i < ctx_depth; i++) {
@@ -158,7 +173,7 @@ SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext h) {
     /* The context's streams may still be referenced by finished operations; the struct stays
      * allocated but dead so a stale handle is recognised rather than reused. */
     c->magic = SIM_MAGIC_DEAD;
-    return rc == CUDA_ERROR_ILLEGAL_ADDRESS ? CUDA_SUCCESS : CUDA_SUCCESS;
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext h) {
@@ -266,6 +281,7 @@ SIM_EXPORT CUresult cuCtxSetFlags(unsigned int flags) {
     struct sim_ctx *c;
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
+    if (!ctx_flags_valid(flags)) return CUDA_ERROR_INVALID_VALUE;
     c->flags = flags;
     return CUDA_SUCCESS;
 }

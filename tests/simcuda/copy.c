@@ -82,9 +82,11 @@ static CUresult copy_submit(const struct copy_req *q) {
     }
     enum sim_copy_dir dir = sim_classify_copy(q->dst, q->src);
     if (q->explicit_dir >= 0) {
-        dir = (enum sim_copy_dir)q->explicit_dir;
-        bool dst_dev = dir == SIM_H2D || dir == SIM_D2D;
-        bool src_dev = dir == SIM_D2H || dir == SIM_D2D;
+        /* The API's direction names which side must be device memory; the time a copy takes
+         * depends on where the bytes really are (a "device" pointer may be host-mapped VMM). */
+        enum sim_copy_dir named = (enum sim_copy_dir)q->explicit_dir;
+        bool dst_dev = named == SIM_H2D || named == SIM_D2D;
+        bool src_dev = named == SIM_D2H || named == SIM_D2D;
         if ((dst_dev && !known_device(q->dst)) || (src_dev && !known_device(q->src))) {
             rc = CUDA_ERROR_INVALID_VALUE;
             goto out;

@@ -5,6 +5,7 @@
  * cuLaunchKernel, cuMemAllocAsync. */
 #include "sim.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +34,14 @@ static bool parse_rules(void) {
          tok = strtok_r(NULL, ",", &save)) {
         struct fail_rule r = {.code = CUDA_ERROR_OUT_OF_MEMORY};
         char *c1 = strchr(tok, ':');
-        if (c1 == NULL || (size_t)(c1 - tok) >= sizeof r.fn) goto bad;
+        if (c1 == NULL || c1 == tok || (size_t)(c1 - tok) >= sizeof r.fn) goto bad;
         memcpy(r.fn, tok, (size_t)(c1 - tok));
+        /* Digits only: strtoull would read "-1" as 2^64-1, a rule that silently never fires. */
+        if (!isdigit((unsigned char)c1[1])) goto bad;
         char *end = NULL;
         r.nth = strtoull(c1 + 1, &end, 10);
         if (end == c1 + 1 || r.nth == 0) goto bad;
+        if (*end == ':' && !isdigit((unsigned char)end[1])) goto bad;
         if (*end == ':') {
             char *e2 = NULL;
             long code = strtol(end + 1, &e2, 10);

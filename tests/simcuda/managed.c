@@ -42,7 +42,7 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned 
     if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
     m->pages = pages_of(bytes);
     m->resident = calloc(m->pages, 1);
-    m->preferred = -1;
+    m->preferred = CU_DEVICE_INVALID; /* no preference (CU_DEVICE_CPU is -1, a real one) */
     if (m->resident == NULL) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -81,16 +81,19 @@ uint64_t sim_managed_touch(struct sim_device *dev, uint64_t addr, bool *remote) 
     struct sim_range *r = sim_range_find(addr);
     if (r == NULL || r->managed == NULL) return 0;
     struct sim_managed *m = r->managed;
-    if (m->preferred == CU_DEVICE_CPU && m->accessed_by_device) {
-        *remote = true;
-        return 0;
-    }
+    /* Accessed-by maps the pages into the device's page tables wherever they are, so unless
+     * the device is also their preferred home they are read over the link instead of faulting
+     * in; pages already on the device (a prefetch migrates whatever the advice) are local. */
+    bool map_remote = m->accessed_by_device && m->preferred != dev->ordinal;
     uint64_t faults = 0;
     for (uint64_t i = 0; i < m->pages; i++) {
-        if (!m->resident[i]) {
-            m->resident[i] = 1;
-            faults++;
+        if (m->resident[i]) continue;
+        if (map_remote) {
+            *remote = true;
+            continue;
         }
+        m->resident[i] = 1;
+        faults++;
     }
     if (faults == 0) return 0;
     sim.stats.managed_faults += faults;
@@ -191,7 +194,7 @@ static CUresult advise(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, bool 
     case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
         m->preferred = device_target ? r->device : CU_DEVICE_CPU;
         break;
-    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: m->preferred = -1; break;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: m->preferred = CU_DEVICE_INVALID; break;
     case CU_MEM_ADVISE_SET_ACCESSED_BY: m->accessed_by_device = device_target; break;
     case CU_MEM_ADVISE_UNSET_ACCESSED_BY: m->accessed_by_device = false; break;
     default: rc = CUDA_ERROR_INVALID_VALUE; break;

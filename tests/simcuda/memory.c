@@ -273,9 +273,9 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, uint64_t
         *(CUcontext *)data = (CUcontext)&dev->primary;
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *(unsigned *)data = r->kind == SIM_R_MANAGED ? CU_MEMORYTYPE_UNIFIED
-                            : host                   ? CU_MEMORYTYPE_HOST
-                                                     : CU_MEMORYTYPE_DEVICE;
+        /* The physical type: managed memory reads as device memory, as on the driver
+         * (CU_MEMORYTYPE_UNIFIED only names copy operands; IS_MANAGED tells managed apart). */
+        *(unsigned *)data = host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         *(CUdeviceptr *)data = (CUdeviceptr)ptr;
@@ -318,7 +318,7 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, uint64_t
         break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
         if (!r->from_pool) return CUDA_ERROR_INVALID_VALUE;
-        *(CUmemoryPool *)data = dev->default_pool;
+        *(CUmemoryPool *)data = r->pool != NULL ? r->pool : dev->default_pool;
         break;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
         *(int *)data = 0;

@@ -9,7 +9,9 @@
  * ns=param:N (an extension) takes the duration from u64 parameter N, for replayed workloads. */
 #include "sim.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,17 +45,22 @@ static bool parse_type(const char *tok, struct sim_param *p) {
 }
 
 /* Lays parameters out as a C compiler lays out a struct of them: each at its natural alignment
- * (by-value structs 8-aligned). */
+ * (by-value structs 8-aligned). An 8-aligned struct's sizeof is a multiple of 8, so the next
+ * parameter after a bN starts N rounded up to 8 bytes later, although bN's reported size is N.
+ * The packed size is the struct's sizeof (padded to its largest alignment): that is what a
+ * caller passes as CU_LAUNCH_PARAM_BUFFER_SIZE for the C struct of the same members. */
 static void layout(struct sim_func *f) {
-    size_t off = 0;
+    size_t off = 0, max_align = 1;
     for (int i = 0; i < f->nparams; i++) {
         struct sim_param *p = &f->params[i];
         size_t align = p->type == SIM_T_BYTES ? 8 : p->size;
+        size_t stride = p->type == SIM_T_BYTES ? (p->size + 7) & ~(size_t)7 : p->size;
+        if (align > max_align) max_align = align;
         off = (off + align - 1) & ~(align - 1);
         p->offset = off;
-        off += p->size;
+        off += stride;
     }
-    f->argbytes = (off + 7) & ~(size_t)7;
+    f->argbytes = (off + max_align - 1) & ~(max_align - 1);
 }
 
 static bool parse_kernel_line(char *line, struct sim_func *f) {
@@ -68,15 +75,20 @@ static bool parse_kernel_line(char *line, struct sim_func *f) {
     while ((tok = strtok_r(NULL, " \t", &save)) != NULL) {
         if (strncmp(tok, "ns=", 3) == 0) {
             char *end = NULL;
+            /* Digits only, and in range: strtol/strtoull would take "" as 0, and saturate an
+             * overflowing duration silently. */
             if (strncmp(tok + 3, "param:", 6) == 0) {
+                if (!isdigit((unsigned char)tok[9])) return false;
                 long idx = strtol(tok + 9, &end, 10);
                 if (*end != '\0' || idx < 0 || idx >= f->nparams ||
                     f->params[idx].type != SIM_T_U64)
                     return false;
                 f->ns_param = (int)idx;
             } else {
+                if (!isdigit((unsigned char)tok[3])) return false;
+                errno = 0;
                 unsigned long long ns = strtoull(tok + 3, &end, 10);
-                if (*end != '\0' || tok[3] == '\0' || tok[3] == '-') return false;
+                if (*end != '\0' || errno == ERANGE) return false;
                 f->default_ns = ns;
             }
             continue;

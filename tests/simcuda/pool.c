@@ -16,6 +16,7 @@ struct sim_pool {
     bool is_default;
     uint64_t release_threshold;
     uint64_t reserved_current, reserved_high, used_current, used_high;
+    bool destroyed; /* cuMemPoolDestroy came while allocations were outstanding */
 };
 
 static struct sim_pool default_pools[SIM_MAX_DEVICES];
@@ -49,6 +50,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *po
     rc = sim_device_alloc(dev, bytes, true, &p);
     if (rc == CUDA_SUCCESS) {
         struct sim_pool *pl = pool != NULL ? pool : &default_pools[dev->ordinal];
+        /* Remember the pool: its counters drop at the free, and MEMPOOL_HANDLE names it. */
+        sim_range_find(p)->pool = (CUmemoryPool)pl;
         pl->used_current += bytes;
         pl->reserved_current += bytes;
         if (pl->used_current > pl->used_high) pl->used_high = pl->used_current;
@@ -71,9 +74,12 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hs, bool pt) {
         sim_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
-    struct sim_pool *pl = &default_pools[r->device];
+    struct sim_pool *pl =
+        r->pool != NULL ? (struct sim_pool *)r->pool : &default_pools[r->device];
     pl->used_current -= r->size <= pl->used_current ? r->size : pl->used_current;
     pl->reserved_current -= r->size <= pl->reserved_current ? r->size : pl->reserved_current;
+    if (pl->destroyed && pl->used_current == 0) free(pl); /* its last allocation is gone */
+    r->pool = NULL;
     struct sim_op *op = sim_op_new(SIM_OP_FREE, s);
     if (op == NULL) {
         sim_unlock();
@@ -127,10 +133,21 @@ SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pr
 SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
+    sim_lock();
     struct sim_pool *p = pool_from_handle(pool);
-    if (p == NULL || p->is_default) return CUDA_ERROR_INVALID_VALUE;
+    if (p == NULL || p->is_default) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* As on the driver, outstanding allocations keep the pool's bookkeeping alive until they
+     * are freed; the handle itself is dead now. */
     p->magic = SIM_MAGIC_DEAD;
-    free(p);
+    if (p->used_current == 0) {
+        free(p);
+    } else {
+        p->destroyed = true;
+    }
+    sim_unlock();
     return CUDA_SUCCESS;
 }
 

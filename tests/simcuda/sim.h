@@ -273,6 +273,7 @@ struct sim_range {
     int device;
     unsigned flags;
     bool from_pool;         /* stream-ordered allocation */
+    CUmemoryPool pool;      /* the pool it came from (stream-ordered allocations) */
     struct sim_mapping *maps; /* SIM_R_RESERVED: mappings, sorted by address */
     struct sim_managed *managed; /* SIM_R_MANAGED */
     unsigned long long buffer_id;
@@ -319,7 +320,7 @@ CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool
 struct sim_managed {
     uint64_t pages;
     unsigned char *resident;    /* per page: 1 if on the device */
-    int preferred;              /* preferred location: -1 none, CU_DEVICE_CPU, or device */
+    int preferred;              /* CU_DEVICE_INVALID (none), CU_DEVICE_CPU or a device */
     bool accessed_by_device;
     bool read_mostly;
 };

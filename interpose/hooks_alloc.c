@@ -1,0 +1,122 @@
+/* Allocation hooks: every allocation and free is tracked after the driver accepts it. */
+#include "hook.h"
+
+#define DEVICE_KINDS                                                                               \
+    ((1u << HO_BUF_DEVICE) | (1u << HO_BUF_ASYNC) | (1u << HO_BUF_MANAGED))
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    HO_ENTER(cuMemAlloc_v2);
+    CUresult rc = HO_REAL(cuMemAlloc_v2, dptr, bytesize);
+    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_DEVICE);
+    return rc;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                            unsigned int elem) {
+    HO_ENTER(cuMemAllocPitch_v2);
+    CUresult rc = HO_REAL(cuMemAllocPitch_v2, dptr, pitch, width, height, elem);
+    if (rc == CUDA_SUCCESS && ho_tracking())
+        ho_track_alloc(*dptr, (uint64_t)*pitch * height, HO_BUF_DEVICE);
+    return rc;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
+    HO_ENTER(cuMemAllocAsync);
+    CUresult rc = HO_REAL(cuMemAllocAsync, dptr, bytesize, s);
+    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    return rc;
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
+    HO_ENTER(cuMemAllocAsync_ptsz);
+    CUresult rc = HO_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, s);
+    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    return rc;
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream s) {
+    HO_ENTER(cuMemAllocFromPoolAsync);
+    CUresult rc = HO_REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, s);
+    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    return rc;
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream s) {
+    HO_ENTER(cuMemAllocFromPoolAsync_ptsz);
+    CUresult rc = HO_REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s);
+    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    return rc;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    HO_ENTER(cuMemAllocManaged);
+    CUresult rc = HO_REAL(cuMemAllocManaged, dptr, bytesize, flags);
+    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_MANAGED);
+    return rc;
+}
+
+/* The record goes before the driver frees: once freed, the driver may hand the same address to
+ * another thread's allocation, which must not find a stale record in the way. */
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    HO_ENTER(cuMemFree_v2);
+    if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
+    return HO_REAL(cuMemFree_v2, dptr);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+    HO_ENTER(cuMemFreeAsync);
+    if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
+    return HO_REAL(cuMemFreeAsync, dptr, s);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+    HO_ENTER(cuMemFreeAsync_ptsz);
+    if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
+    return HO_REAL(cuMemFreeAsync_ptsz, dptr, s);
+}
+
+/* Host allocations are tracked only: pointers into them are recognised, nothing moves. */
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags) {
+    HO_ENTER(cuMemHostAlloc);
+    CUresult rc = HO_REAL(cuMemHostAlloc, pp, bytesize, flags);
+    if (rc == CUDA_SUCCESS && ho_tracking())
+        ho_track_alloc((uint64_t)(uintptr_t)*pp, bytesize, HO_BUF_HOST);
+    return rc;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
+    HO_ENTER(cuMemAllocHost_v2);
+    CUresult rc = HO_REAL(cuMemAllocHost_v2, pp, bytesize);
+    if (rc == CUDA_SUCCESS && ho_tracking())
+        ho_track_alloc((uint64_t)(uintptr_t)*pp, bytesize, HO_BUF_HOST);
+    return rc;
+}
+
+CUresult cuMemFreeHost(void *p) {
+    HO_ENTER(cuMemFreeHost);
+    if (p != NULL && ho_tracking()) ho_track_free((uint64_t)(uintptr_t)p, 1u << HO_BUF_HOST);
+    return HO_REAL(cuMemFreeHost, p);
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags) {
+    HO_ENTER(cuMemHostRegister_v2);
+    CUresult rc = HO_REAL(cuMemHostRegister_v2, p, bytesize, flags);
+    if (rc == CUDA_SUCCESS && ho_tracking())
+        ho_track_alloc((uint64_t)(uintptr_t)p, bytesize, HO_BUF_REGISTERED);
+    return rc;
+}
+
+CUresult cuMemHostUnregister(void *p) {
+    HO_ENTER(cuMemHostUnregister);
+    if (p != NULL && ho_tracking())
+        ho_track_free((uint64_t)(uintptr_t)p, 1u << HO_BUF_REGISTERED);
+    return HO_REAL(cuMemHostUnregister, p);
+}
+
+/* In track mode the driver's answer is the truth: nothing is held elsewhere. */
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    HO_ENTER(cuMemGetInfo_v2);
+    return HO_REAL(cuMemGetInfo_v2, free_bytes, total);
+}

@@ -1,0 +1,67 @@
+/* Synchronisation, ordering, capture and context hooks: progress points for the engine. In
+ * track mode they count and pass through. */
+#include "hook.h"
+
+#define HO_REALP(exp, ARGS) (ho_real.exp != NULL ? ho_real.exp ARGS : CUDA_ERROR_NOT_SUPPORTED)
+
+static void maybe_count(_Atomic uint64_t *counter) {
+    if (counter != NULL && ho_tracking()) ho_count(counter, 1);
+}
+
+/* A hook that passes through and bumps COUNTER (or nothing, for NONE). */
+#define PASS_HOOK(exp, PARAMS, ARGS, COUNTER)                                                      \
+    CUresult exp PARAMS {                                                                          \
+        HO_ENTER(exp);                                                                             \
+        CUresult rc = HO_REALP(exp, ARGS);                                                         \
+        maybe_count(COUNTER);                                                                      \
+        return rc;                                                                                 \
+    }
+
+#define SYNCS (&ho_stats.counts_syncs)
+#define CAPTURES (&ho_stats.counts_captures)
+#define NONE ((_Atomic uint64_t *)NULL)
+
+PASS_HOOK(cuStreamSynchronize, (CUstream s), (s), SYNCS)
+PASS_HOOK(cuStreamSynchronize_ptsz, (CUstream s), (s), SYNCS)
+PASS_HOOK(cuStreamQuery, (CUstream s), (s), NONE)
+PASS_HOOK(cuStreamQuery_ptsz, (CUstream s), (s), NONE)
+PASS_HOOK(cuEventSynchronize, (CUevent e), (e), SYNCS)
+PASS_HOOK(cuEventQuery, (CUevent e), (e), NONE)
+PASS_HOOK(cuCtxSynchronize, (void), (), SYNCS)
+PASS_HOOK(cuCtxSynchronize_v2, (CUcontext c), (c), SYNCS)
+PASS_HOOK(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE)
+PASS_HOOK(cuStreamWaitEvent_ptsz, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE)
+PASS_HOOK(cuEventRecord, (CUevent e, CUstream s), (e, s), NONE)
+PASS_HOOK(cuEventRecord_ptsz, (CUevent e, CUstream s), (e, s), NONE)
+PASS_HOOK(cuEventRecordWithFlags, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE)
+PASS_HOOK(cuEventRecordWithFlags_ptsz, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE)
+
+PASS_HOOK(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m), CAPTURES)
+PASS_HOOK(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m), CAPTURES)
+PASS_HOOK(cuStreamBeginCaptureToGraph,
+          (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+           CUstreamCaptureMode m),
+          (s, g, deps, data, n, m), CAPTURES)
+PASS_HOOK(cuStreamBeginCaptureToGraph_ptsz,
+          (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+           CUstreamCaptureMode m),
+          (s, g, deps, data, n, m), CAPTURES)
+PASS_HOOK(cuStreamEndCapture, (CUstream s, CUgraph *g), (s, g), NONE)
+PASS_HOOK(cuStreamEndCapture_ptsz, (CUstream s, CUgraph *g), (s, g), NONE)
+PASS_HOOK(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus *st), (s, st), NONE)
+PASS_HOOK(cuStreamIsCapturing_ptsz, (CUstream s, CUstreamCaptureStatus *st), (s, st), NONE)
+PASS_HOOK(cuStreamGetCaptureInfo_v3,
+          (CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+           const CUgraphNode **deps, const CUgraphEdgeData **data, size_t *n),
+          (s, st, id, g, deps, data, n), NONE)
+PASS_HOOK(cuStreamGetCaptureInfo_v3_ptsz,
+          (CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+           const CUgraphNode **deps, const CUgraphEdgeData **data, size_t *n),
+          (s, st, id, g, deps, data, n), NONE)
+PASS_HOOK(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode * m), (m), NONE)
+
+PASS_HOOK(cuInit, (unsigned int flags), (flags), NONE)
+PASS_HOOK(cuCtxCreate_v4, (CUcontext * c, CUctxCreateParams *p, unsigned int f, CUdevice d),
+          (c, p, f, d), NONE)
+PASS_HOOK(cuCtxDestroy_v2, (CUcontext c), (c), NONE)
+PASS_HOOK(cuDevicePrimaryCtxReset_v2, (CUdevice d), (d), NONE)

@@ -1,0 +1,128 @@
+#include "report.h"
+
+#include "log.h"
+#include "registry.h"
+#include "stats.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ho_stats ho_stats;
+
+void ho_stats_reset(void) {
+#define HO_ZERO(group, key) atomic_store(&ho_stats.group##_##key, 0);
+    HO_COUNTERS(HO_ZERO)
+#undef HO_ZERO
+    atomic_store(&ho_stats.proc_lookups, 0);
+}
+
+long ho_rank(void) {
+    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v == NULL || *v == '\0') continue;
+        char *end = NULL;
+        long r = strtol(v, &end, 10);
+        if (*end == '\0' && r >= 0) return r;
+    }
+    return 0;
+}
+
+int ho_expand_path(const char *pattern, char *out, size_t cap) {
+    size_t n = 0;
+    for (const char *p = pattern; *p != '\0'; p++) {
+        char piece[32];
+        const char *add = piece;
+        if (p[0] == '%' && p[1] == 'p') {
+            snprintf(piece, sizeof piece, "%ld", (long)getpid());
+            p++;
+        } else if (p[0] == '%' && p[1] == 'r') {
+            snprintf(piece, sizeof piece, "%ld", ho_rank());
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            add = "%";
+            p++;
+        } else {
+            piece[0] = *p;
+            piece[1] = '\0';
+        }
+        size_t len = strlen(add);
+        if (n + len + 1 > cap) return -1;
+        memcpy(out + n, add, len);
+        n += len;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+struct buffers_ctx {
+    FILE *f;
+    bool first;
+};
+
+static void write_buffer(const struct ho_buffer *b, void *arg) {
+    struct buffers_ctx *c = arg;
+    fprintf(c->f,
+            "%s\n    {\"id\": %llu, \"kind\": \"%s\", \"bytes\": %llu, \"device\": %d, "
+            "\"uses\": %llu, \"live\": %s, \"pinned\": %s}",
+            c->first ? "" : ",", (unsigned long long)b->id, ho_buffer_kind_name(b->kind),
+            (unsigned long long)b->size, b->device,
+            (unsigned long long)atomic_load_explicit(&((struct ho_buffer *)b)->uses,
+                                                     memory_order_relaxed),
+            b->live ? "true" : "false", b->pinned ? "true" : "false");
+    c->first = false;
+}
+
+static void write_group(FILE *f, const char *group, bool *first_group) {
+    fprintf(f, "%s\n  \"%s\": {", *first_group ? "" : ",", group);
+    bool first = true;
+#define HO_EMIT(g, key)                                                                            \
+    if (strcmp(#g, group) == 0) {                                                                  \
+        fprintf(f, "%s\"%s\": %llu", first ? "" : ", ", #key,                                      \
+                (unsigned long long)atomic_load(&ho_stats.g##_##key));                             \
+        first = false;                                                                             \
+    }
+    HO_COUNTERS(HO_EMIT)
+#undef HO_EMIT
+    fprintf(f, "}");
+    *first_group = false;
+}
+
+int ho_report_write(const char *pattern, const char *mode, const struct ho_report_interpose *ip) {
+    char path[4096], tmp[4200];
+    if (ho_expand_path(pattern, path, sizeof path) != 0) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: path too long; no report written", pattern);
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot create %s; no report written", pattern,
+               tmp);
+        return -1;
+    }
+    fprintf(f, "{\n  \"hostoff_report\": 1,\n  \"mode\": \"%s\",\n  \"pid\": %ld,\n  \"rank\": %ld,",
+            mode, (long)getpid(), ho_rank());
+    bool first_group = true;
+    fprintf(f, "%s", "");
+    write_group(f, "counts", &first_group);
+    first_group = false;
+    write_group(f, "bytes", &first_group);
+    write_group(f, "time_ns", &first_group);
+    fprintf(f, ",\n  \"interpose\": {\"proc_lookups\": %llu, \"hooked\": [",
+            (unsigned long long)ip->proc_lookups);
+    for (size_t i = 0; i < ip->nhooked; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", ip->hooked[i]);
+    fprintf(f, "]},\n  \"buffers\": [");
+    struct buffers_ctx c = {f, true};
+    ho_registry_foreach(write_buffer, &c);
+    fprintf(f, "\n  ]\n}\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot write %s", pattern, path);
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,27 @@
+/* Tracking (HOSTOFF_MODE=track and up): what the hooks tell the engine about allocations, frees,
+ * launches, copies and graphs. Every function here is called after the real driver call
+ * succeeded and never fails the application: on an internal failure it degrades to pass-through. */
+#ifndef HOSTOFF_TRACK_H
+#define HOSTOFF_TRACK_H
+
+#include "cuda_api.h"
+#include "registry.h"
+
+#include <stdint.h>
+
+void ho_track_alloc(uint64_t base, uint64_t size, enum ho_buffer_kind kind);
+void ho_track_free(uint64_t base, unsigned kinds);
+/* Marks the buffer holding addr as pinned (IPC-exported). */
+void ho_track_pin(uint64_t addr);
+/* A kernel launch: attributes it to every tracked buffer a parameter word points into. */
+void ho_track_launch(const void *func, void **params, void **extra);
+/* A copy or memset touching [addr, addr + bytes). */
+void ho_track_touch(uint64_t addr);
+
+void ho_track_graph_instantiate(CUgraphExec exec, CUgraph graph);
+void ho_track_graph_kernel_params(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAMS *params);
+void ho_track_graph_launch(CUgraphExec exec);
+void ho_track_graph_destroy(CUgraphExec exec);
+void ho_track_reset(void);
+
+#endif
