@@ -250,7 +250,7 @@ SIM_EXPORT CUresult cuCtxSynchronize(void) {
     struct sim_ctx *c;
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
-    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_capture_check_ctx(c)) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = sim_ctx_sync_locked(c);
     sim_unlock();
@@ -261,7 +261,7 @@ SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext h) {
     struct sim_ctx *c;
     CUresult rc = ctx_or_current(h, &c);
     if (rc != CUDA_SUCCESS) return rc;
-    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_capture_check_ctx(c)) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = sim_ctx_sync_locked(c);
     sim_unlock();

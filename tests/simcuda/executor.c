@@ -104,13 +104,27 @@ void sim_op_enqueue(struct sim_op *op) {
     pthread_cond_broadcast(&sim.progress);
 }
 
+static _Thread_local bool on_executor;
+
+/* A call that has waited for the operation numbered `seq` on dev has seen everything the device
+ * did up to it: a fault there becomes the program's sticky error. Publishing here, rather than
+ * when the executor faults, makes which calls report the error depend only on the order of
+ * calls: a launch made before any call waited for the fault succeeds however far the executor
+ * has got in wall-clock time, as an error reported asynchronously at a later call would. */
+static void publish_fault(struct sim_device *dev, uint64_t seq) {
+    if (!on_executor && dev != NULL && dev->fault_seq != 0 && seq >= dev->fault_seq)
+        sim.sticky = sim.device_error;
+}
+
 void sim_op_wait_done(struct sim_op *op) {
     while (!op->done) pthread_cond_wait(&sim.progress, &sim.lock);
+    publish_fault(op->dev, op->seq);
 }
 
 void sim_device_drain(struct sim_device *dev) {
     uint64_t target = dev->enqueued_seq;
     while (dev->done_seq < target) pthread_cond_wait(&sim.progress, &sim.lock);
+    publish_fault(dev, target);
 }
 
 static void advance_host_to(uint64_t t) {
@@ -230,7 +244,7 @@ static void call_memset(void *arg) {
 static void record_fault(uint64_t addr) {
     if (sim.stats.illegal_accesses == 0) sim.stats.first_illegal_addr = addr;
     sim.stats.illegal_accesses++;
-    sim.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    sim.device_error = CUDA_ERROR_ILLEGAL_ADDRESS; /* published by a waiting call */
 }
 
 /* Runs fn guarded with the lock released. Returns false (and records the fault) on a fault. */
@@ -271,13 +285,17 @@ static uint64_t run_kernel(struct sim_op *op) {
     for (int i = 0; i < op->nrefs; i++) {
         struct sim_range_ref *r = &op->refs_list[i];
         struct sim_lookup lk;
-        sim_lookup(r->addr, &lk);
+        const uint64_t ptr = r->addr;
+        sim_lookup(ptr, &lk);
         if (lk.range == NULL) continue;
         r->addr = lk.mapping_base;
         r->bytes = lk.mapping_size;
         if (!lk.mapped) {
             if (sim.cfg.data == SIM_DATA_SPARSE) {
-                record_fault(op->refs_list[i].addr);
+                /* The pointer itself is the faulting address (the device reports the address,
+                 * not the reservation's base), and the kernel did not run. */
+                record_fault(ptr);
+                op->failed = true;
                 return 0;
             }
             continue; /* full mode: the body faults if it really touches it */
@@ -322,7 +340,8 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         }
         dur = sim_copy_duration(op->dev, c->dir, total, start);
         sim.stats.copies++;
-        if (c->dir == SIM_H2D) sim.stats.bytes_h2d += total;
+        /* Host-to-host copies run on the H2D engine and are counted with it. */
+        if (c->dir == SIM_H2D || c->dir == SIM_H2H) sim.stats.bytes_h2d += total;
         else if (c->dir == SIM_D2H) sim.stats.bytes_d2h += total;
         else sim.stats.bytes_d2d += total;
         if (sim.cfg.data == SIM_DATA_FULL) {
@@ -346,8 +365,9 @@ static void run_op(struct sim_op *op, uint64_t *start) {
     }
     case SIM_OP_HOST_FUNC: {
         struct sim_host_func_op *h = &op->u.host;
+        CUresult status = sim.device_error; /* read under the lock */
         sim_unlock();
-        if (h->cb != NULL) h->cb(h->cb_stream, sim.sticky, h->user);
+        if (h->cb != NULL) h->cb(h->cb_stream, status, h->user);
         else h->fn(h->user);
         sim_lock();
         break;
@@ -405,6 +425,9 @@ static void op_complete(struct sim_device *dev, struct sim_op *op) {
     if (op->end_ns > dev->max_end_ns) dev->max_end_ns = op->end_ns;
     op->done = true;
     dev->done_seq = op->seq;
+    /* The first operation to complete after the fault is the one that faulted (or, for a fault
+     * on another device, the first this device skipped): waiting for it reveals the error. */
+    if (sim.device_error != CUDA_SUCCESS && dev->fault_seq == 0) dev->fault_seq = op->seq;
     if (op->nrefs > 0 && !op->failed) {
         op->refs++;
         op->in_inflight = true;
@@ -419,6 +442,7 @@ static void op_complete(struct sim_device *dev, struct sim_op *op) {
 
 static void *executor_main(void *arg) {
     struct sim_device *dev = arg;
+    on_executor = true; /* its waits for other devices' operations publish nothing */
     sim_lock();
     for (;;) {
         while (dev->head == NULL) pthread_cond_wait(&sim.progress, &sim.lock);
@@ -426,10 +450,13 @@ static void *executor_main(void *arg) {
         dev->head = op->next;
         if (dev->head == NULL) dev->tail = NULL;
         uint64_t start = op_earliest_start(op);
-        if (sim.sticky != CUDA_SUCCESS) {
-            /* After an illegal access the context is unusable: nothing else runs. */
+        if (sim.device_error != CUDA_SUCCESS) {
+            /* After an illegal access the context is unusable: nothing else runs, except
+             * cuStreamAddCallback's callbacks, which the driver still calls, with the error
+             * (cuLaunchHostFunc's functions are not called after an error). */
             op->failed = true;
             op->start_ns = op->end_ns = start;
+            if (op->kind == SIM_OP_HOST_FUNC && op->u.host.cb != NULL) run_op(op, &start);
         } else {
             run_op(op, &start);
         }

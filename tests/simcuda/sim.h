@@ -98,6 +98,7 @@ struct sim_device {
     /* Copy engines: when each direction is next free, in virtual ns. */
     uint64_t h2d_free_ns, d2h_free_ns;
     uint64_t max_end_ns;        /* latest virtual end of anything that ran */
+    uint64_t fault_seq;         /* seq of the first operation that failed on a fault, 0 if none */
     /* Operations that have run and may still be in flight in virtual time (for hazards). */
     struct sim_op *inflight;
     CUmemoryPool default_pool;
@@ -128,7 +129,7 @@ struct sim_event {
     bool timing_disabled;
     /* Capture: the graph nodes this event was recorded after, while capturing (graph.c). */
     struct sim_capture *capture;
-    void *capture_deps;
+    void *capture_deps; /* CUgraphNode array */
     size_t capture_ndeps;
 };
 
@@ -350,7 +351,11 @@ struct sim_state {
     int ndevices;
     struct sim_device devices[SIM_MAX_DEVICES];
     _Atomic uint64_t host_ns;   /* the host's virtual clock */
-    CUresult sticky;            /* CUDA_ERROR_ILLEGAL_ADDRESS once a fault happened */
+    /* A fault sets device_error at once (executors run nothing more), but the program sees it,
+     * as sticky, only from a call that waited for the faulting operation (executor.c): so which
+     * calls return it depends on the order of calls, never on how far the executor has got. */
+    CUresult device_error;      /* CUDA_ERROR_ILLEGAL_ADDRESS once a fault happened */
+    CUresult sticky;            /* device_error, once a synchronising call has reached it */
     struct sim_stats stats;
     unsigned long long next_id;
 };
@@ -413,6 +418,13 @@ CUresult sim_capture_check_sync(struct sim_stream *s);
 CUresult sim_capture_check_unsafe(void);
 void sim_capture_event_record(struct sim_stream *s, struct sim_event *e);
 bool sim_capture_stream_wait(struct sim_stream *s, struct sim_event *e, CUresult *err);
+/* Context synchronisation: fails (and invalidates) while a stream of the device captures. Event
+ * query/synchronize: fails on an event recorded in a live capture. Both then apply the unsafe-call
+ * rules. Called without the lock. */
+CUresult sim_capture_check_ctx(struct sim_ctx *ctx);
+CUresult sim_capture_check_event(struct sim_event *e);
+/* Forgets an event's capture record: a plain record, or destruction (lock held). */
+void sim_capture_event_clear(struct sim_event *e);
 
 /* Launch (launch.c): builds a kernel op from parameters. */
 CUresult sim_build_kernel_op(struct sim_func *f, struct sim_stream *s, const unsigned grid[3],

@@ -22,10 +22,40 @@ struct sim_stream *sim_stream_new(struct sim_ctx *ctx, unsigned flags, int prior
     return s;
 }
 
+/* A thread's per-thread default streams go with the thread, as the driver's do. Work they
+ * queued still completes (queued operations hold references); the last one frees the stream. */
+static pthread_key_t ptds_key;
+static pthread_once_t ptds_key_once = PTHREAD_ONCE_INIT;
+
+static void ptds_thread_exit(void *unused) {
+    (void)unused;
+    sim_lock();
+    for (int i = 0; i < PTDS_SLOTS; i++) {
+        struct sim_stream *s = ptds[i].stream;
+        if (s == NULL) continue;
+        ptds[i].ctx = NULL;
+        ptds[i].stream = NULL;
+        s->destroyed = true;
+        sim_op_release(s->last_op);
+        s->last_op = NULL;
+        if (--s->refs == 0) {
+            s->magic = SIM_MAGIC_DEAD;
+            free(s);
+        }
+    }
+    sim_unlock();
+}
+
+static void ptds_key_create(void) {
+    pthread_key_create(&ptds_key, ptds_thread_exit);
+}
+
 static struct sim_stream *per_thread_stream(struct sim_ctx *ctx) {
     for (int i = 0; i < PTDS_SLOTS; i++) {
         if (ptds[i].ctx == ctx) return ptds[i].stream;
         if (ptds[i].ctx == NULL) {
+            pthread_once(&ptds_key_once, ptds_key_create);
+            pthread_setspecific(ptds_key, &ptds); /* non-NULL: the destructor runs at exit */
             sim_lock();
             struct sim_stream *s = sim_stream_new(ctx, 0, 0);
             sim_unlock();
@@ -325,7 +355,7 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent h) {
     sim_lock();
     e->magic = SIM_MAGIC_DEAD;
     sim_op_release(e->record);
-    free(e->capture_deps);
+    sim_capture_event_clear(e);
     sim_unlock();
     free(e);
     return CUDA_SUCCESS;
@@ -350,6 +380,7 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt, unsigned int flags
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     sim_op_release(e->record);
+    sim_capture_event_clear(e); /* recorded outside any capture from now on */
     op->refs++;
     e->record = op;
     sim_op_enqueue(op);
@@ -376,6 +407,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent h) {
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if ((rc = sim_capture_check_event(e)) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = CUDA_SUCCESS;
     if (e->record != NULL) {
@@ -392,7 +424,7 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent h) {
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
-    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_capture_check_event(e)) != CUDA_SUCCESS) return rc;
     sim_lock();
     if (e->record != NULL) {
         sim_op_wait_done(e->record);

@@ -191,7 +191,9 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long flags) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
-    if (flags != 0 || size == 0 || size % SIM_GRANULE != 0 || offset % SIM_GRANULE != 0)
+    /* The address must be granule-aligned too (mmap alone would take any page). */
+    if (flags != 0 || size == 0 || size % SIM_GRANULE != 0 || offset % SIM_GRANULE != 0 ||
+        ptr % SIM_GRANULE != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = sim_fail_check("cuMemMap")) != CUDA_SUCCESS) return rc;
     sim_lock();

@@ -51,8 +51,8 @@ static inline int simtest_run_child(int (*fn)(void *), void *arg, const char *co
     if (pid == 0) {
         for (const char *const *e = env; e != NULL && *e != NULL; e++) putenv((char *)*e);
         int code = fn(arg);
-        fflush(NULL);
-        _exit(code);
+        /* exit, not _exit: the simulator writes SIMCUDA_REPORT from an atexit handler. */
+        exit(code);
     }
     int status = 0;
     waitpid(pid, &status, 0);
