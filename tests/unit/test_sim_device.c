@@ -43,7 +43,8 @@ void simtest_dev_fill(void **params) {
     uint32_t *p = *(uint32_t **)params[0];
     uint32_t v = *(uint32_t *)params[1];
     uint64_t n = *(uint64_t *)params[2];
-    for (uint64_t i = 0; i < n; i++) p[i] = v;
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = v;
 }
 
 static const char fill_image[] = "simcuda-module 1\nkernel simtest_dev_fill ptr u32 u64\n";
@@ -61,7 +62,8 @@ static int use_device(uint32_t value) {
     void *args[] = {&d, &value, &n};
     C_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
     C_OK(cuMemcpyDtoH(host, d, sizeof host));
-    for (int i = 0; i < 64; i++) C_CHECK(host[i] == value);
+    for (int i = 0; i < 64; i++)
+        C_CHECK(host[i] == value);
     C_OK(cuMemFree(d));
     C_OK(cuModuleUnload(mod));
     return 0;
@@ -149,8 +151,7 @@ static int child_h200(void *arg) {
              cuDeviceGetAttribute(NULL, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev));
     C_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGet(&dev, 1));
     C_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGet(&dev, -1));
-    C_EXPECT(CUDA_ERROR_INVALID_DEVICE,
-             cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1));
+    C_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1));
     C_EXPECT(CUDA_ERROR_INVALID_DEVICE,
              cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, -1));
     C_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetName(name, sizeof name, 1));
@@ -238,10 +239,8 @@ static void test_size_suffixes(void **state) {
         const char *env;
         uint64_t bytes;
     } cases[] = {
-        {"SIMCUDA_DEVICE_MEM=4096", 4096},
-        {"SIMCUDA_DEVICE_MEM=64K", 64ull << 10},
-        {"SIMCUDA_DEVICE_MEM=3M", 3ull << 20},
-        {"SIMCUDA_DEVICE_MEM=2G", 2 * GIB},
+        {"SIMCUDA_DEVICE_MEM=4096", 4096},     {"SIMCUDA_DEVICE_MEM=64K", 64ull << 10},
+        {"SIMCUDA_DEVICE_MEM=3M", 3ull << 20}, {"SIMCUDA_DEVICE_MEM=2G", 2 * GIB},
         {"SIMCUDA_DEVICE_MEM=1T", 1ull << 40},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -282,10 +281,12 @@ static void expect_malformed(const char *assignment, char *out, size_t cap) {
     close(fds[1]);
     size_t n = 0;
     ssize_t got;
-    while (n + 1 < cap && (got = read(fds[0], out + n, cap - 1 - n)) > 0) n += (size_t)got;
+    while (n + 1 < cap && (got = read(fds[0], out + n, cap - 1 - n)) > 0)
+        n += (size_t)got;
     out[n] = '\0';
     close(fds[0]);
-    if (status != 0) fail_msg("%s: cuInit did not fail cleanly (child status %d)", assignment, status);
+    if (status != 0)
+        fail_msg("%s: cuInit did not fail cleanly (child status %d)", assignment, status);
 }
 
 static void test_malformed_environment(void **state) {
@@ -397,7 +398,8 @@ static void test_primary_context(void **state) {
     run_in_child(child_primary, NULL, no_env);
 }
 
-/* ------------------------------------------------------------------ created contexts and the stack */
+/* ------------------------------------------------------------------ created contexts and the stack
+ */
 
 static int child_ctx_stack(void *arg) {
     (void)arg;
@@ -560,6 +562,7 @@ static int child_no_context(void *arg) {
         C_OK(cuCtxGetDevice(&dev));
         C_OK(cuCtxSetCurrent(NULL));
     }
+    C_OK(cuLibraryUnload(lib));
     return 0;
 }
 
@@ -651,16 +654,11 @@ static void test_fork_before_init(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_init_and_version),
-        cmocka_unit_test(test_h200_attributes),
-        cmocka_unit_test(test_two_devices),
-        cmocka_unit_test(test_size_suffixes),
-        cmocka_unit_test(test_malformed_environment),
-        cmocka_unit_test(test_primary_context),
-        cmocka_unit_test(test_context_stack),
-        cmocka_unit_test(test_limits_and_priorities),
-        cmocka_unit_test(test_calls_without_context),
-        cmocka_unit_test(test_fork_after_init),
+        cmocka_unit_test(test_init_and_version),      cmocka_unit_test(test_h200_attributes),
+        cmocka_unit_test(test_two_devices),           cmocka_unit_test(test_size_suffixes),
+        cmocka_unit_test(test_malformed_environment), cmocka_unit_test(test_primary_context),
+        cmocka_unit_test(test_context_stack),         cmocka_unit_test(test_limits_and_priorities),
+        cmocka_unit_test(test_calls_without_context), cmocka_unit_test(test_fork_after_init),
         cmocka_unit_test(test_fork_before_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

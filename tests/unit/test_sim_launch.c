@@ -7,7 +7,7 @@
 #include "simtest.h"
 
 #define LAUNCH_NS 2500ull
-#define MS 1000000ull
+#define MS        1000000ull
 
 /* ------------------------------------------------------------------ kernels */
 
@@ -61,15 +61,18 @@ static struct mixed mixed_value(void *p) {
     m.a = 0xa1;
     m.p = p;
     m.b = 0xb2b2;
-    for (int i = 0; i < 12; i++) m.s12.b[i] = (unsigned char)(0x10 + i);
+    for (int i = 0; i < 12; i++)
+        m.s12.b[i] = (unsigned char)(0x10 + i);
     m.c = 0xc3c3c3c3u;
     m.d = 2.5;
     m.e = -12345;
-    for (int i = 0; i < 16; i++) m.s16.b[i] = (unsigned char)(0x40 + i);
+    for (int i = 0; i < 16; i++)
+        m.s16.b[i] = (unsigned char)(0x40 + i);
     m.f = 0xf6;
     m.g = -0.75f;
     m.h = -0x123456789abcdefll;
-    for (int i = 0; i < 24; i++) m.s24.b[i] = (unsigned char)(0x80 + i);
+    for (int i = 0; i < 24; i++)
+        m.s24.b[i] = (unsigned char)(0x80 + i);
     m.i = 0x9999;
     return m;
 }
@@ -213,10 +216,12 @@ static void test_image_parsing(void **state) {
         "a234567890123456789012345678901234567890123456789012345678901234567890123456789012345678"
         "901234567890123456789012345678901234567890\n",
         /* What a real toolchain produces is not a simulator image. */
-        "\x7f" "ELF\x02\x01\x01\x33",
+        "\x7f"
+        "ELF\x02\x01\x01\x33",
         ".version 8.0\n.target sm_90\n.address_size 64\n",
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_bad_image(bad[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_bad_image(bad[i]);
     /* A fatbinary header (magic 0xBA55ED50) and a cubin with its NUL bytes. */
     static const unsigned char fatbin[] = {0x50, 0xed, 0x55, 0xba, 0x01, 0x00, 0x10, 0x00,
                                            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
@@ -258,13 +263,16 @@ static void test_image_parsing(void **state) {
 
 /* ------------------------------------------------------------------ parameter layout */
 
-#define MEMBER(field) {offsetof(struct mixed, field), sizeof(((struct mixed *)0)->field)}
+#define MEMBER(field)                                                                              \
+    { offsetof(struct mixed, field), sizeof(((struct mixed *)0)->field) }
 
 static const struct {
     size_t offset, size;
 } mixed_layout[] = {
-    MEMBER(a), MEMBER(p), MEMBER(b), {offsetof(struct mixed, s12), 12}, MEMBER(c), MEMBER(d),
-    MEMBER(e), MEMBER(s16), MEMBER(f), MEMBER(g), MEMBER(h), MEMBER(s24), MEMBER(i),
+    MEMBER(a), MEMBER(p), MEMBER(b), {offsetof(struct mixed, s12), 12},
+    MEMBER(c), MEMBER(d), MEMBER(e), MEMBER(s16),
+    MEMBER(f), MEMBER(g), MEMBER(h), MEMBER(s24),
+    MEMBER(i),
 };
 
 /* Walks cuFuncGetParamInfo (or cuKernelGetParamInfo) until CUDA_ERROR_INVALID_VALUE, as a
@@ -345,7 +353,8 @@ static void test_names_and_libraries(void **state) {
     CU_OK(cuFuncGetName(&name, f));
     assert_string_equal(name, "simtest_l_store");
     /* A module is not a library, nor the other way round. */
-    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuLibraryGetKernel(&k2, (CUlibrary)mod, "simtest_l_store"));
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE,
+              cuLibraryGetKernel(&k2, (CUlibrary)mod, "simtest_l_store"));
     CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuModuleGetFunction(&f, (CUmodule)lib, "simtest_l_store"));
 
     /* Launch through the CUfunction and through the CUkernel cast to a CUfunction. */
@@ -365,8 +374,8 @@ static void test_launch_kernel_params(void **state) {
     (void)state;
     mixed_want = mixed_value((void *)(uintptr_t)dbuf);
     struct mixed m = mixed_want;
-    void *args[] = {&m.a, &m.p, &m.b, &m.s12, &m.c, &m.d, &m.e, &m.s16, &m.f, &m.g, &m.h, &m.s24,
-                    &m.i};
+    void *args[] = {&m.a,   &m.p, &m.b, &m.s12, &m.c,   &m.d, &m.e,
+                    &m.s16, &m.f, &m.g, &m.h,   &m.s24, &m.i};
     mixed_calls = 0;
     CU_OK(cuLaunchKernel(f_mixed, 2, 3, 1, 64, 2, 1, 128, NULL, args, NULL));
     CU_OK(cuCtxSynchronize());
@@ -381,16 +390,16 @@ static void test_launch_kernel_params(void **state) {
     CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
               cuLaunchKernel(f_mixed, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
     /* Launch dimensions an H200 rejects. */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f_empty, 0, 1, 1, 1, 1, 1, 0, NULL, NULL,
-                                                       NULL));
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f_empty, 1, 1, 1, 1025, 1, 1, 0, NULL, NULL,
-                                                       NULL));
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f_empty, 1, 1, 1, 32, 32, 2, 0, NULL, NULL,
-                                                       NULL));
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f_empty, 1, 65536, 1, 1, 1, 1, 0, NULL,
-                                                       NULL, NULL));
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(f_empty, 1, 1, 1, 1, 1, 1, 1u << 20, NULL,
-                                                       NULL, NULL));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuLaunchKernel(f_empty, 0, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuLaunchKernel(f_empty, 1, 1, 1, 1025, 1, 1, 0, NULL, NULL, NULL));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuLaunchKernel(f_empty, 1, 1, 1, 32, 32, 2, 0, NULL, NULL, NULL));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuLaunchKernel(f_empty, 1, 65536, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
+              cuLaunchKernel(f_empty, 1, 1, 1, 1, 1, 1, 1u << 20, NULL, NULL, NULL));
     CU_EXPECT(CUDA_ERROR_INVALID_HANDLE,
               cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
     CU_EXPECT(CUDA_ERROR_INVALID_HANDLE,
@@ -445,8 +454,13 @@ static void test_launch_extra(void **state) {
                          &short_size, CU_LAUNCH_PARAM_END};
     void *no_size[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_END};
     void *no_buffer[] = {CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-    void *unknown[] = {(void *)0x77, &size, CU_LAUNCH_PARAM_BUFFER_POINTER, &packed,
-                       CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    void *unknown[] = {(void *)0x77,
+                       &size,
+                       CU_LAUNCH_PARAM_BUFFER_POINTER,
+                       &packed,
+                       CU_LAUNCH_PARAM_BUFFER_SIZE,
+                       &size,
+                       CU_LAUNCH_PARAM_END};
     void **bad[] = {too_small, no_size, no_buffer, unknown};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CU_EXPECT(CUDA_ERROR_INVALID_VALUE,
@@ -512,7 +526,8 @@ static atomic_int gate;
  * cannot have run yet. */
 static void hold_executor(void *user) {
     (void)user;
-    while (!atomic_load(&gate)) sched_yield();
+    while (!atomic_load(&gate))
+        sched_yield();
 }
 
 static void test_arguments_copied_at_launch(void **state) {

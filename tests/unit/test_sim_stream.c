@@ -14,7 +14,7 @@
 #include "simtest.h"
 
 #define LAUNCH_NS 2500ull
-#define MS 1000000ull
+#define MS        1000000ull
 
 /* Per-thread-default-stream variants: cuda.h declares them only when a program is compiled with
  * CUDA_API_PER_THREAD_DEFAULT_STREAM, which renames the plain ones as well. */
@@ -147,7 +147,8 @@ static int child_program(void *arg) {
         if (i % 5 == 0) C_OK(cuMemsetD8Async(d2, (unsigned char)i, 1 << 20, NULL));
         polls[i] = 0;
         CUresult rc;
-        while ((rc = cuStreamQuery(s1)) == CUDA_ERROR_NOT_READY) polls[i]++;
+        while ((rc = cuStreamQuery(s1)) == CUDA_ERROR_NOT_READY)
+            polls[i]++;
         C_OK(rc);
         host_at[i] = simcuda_now_ns();
     }
@@ -292,7 +293,8 @@ static void test_host_runs_ahead(void **state) {
     CUstream s;
     CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     uint64_t t0 = simcuda_now_ns();
-    for (int i = 0; i < 100; i++) CU_OK(launch(fn_ms, s, NULL));
+    for (int i = 0; i < 100; i++)
+        CU_OK(launch(fn_ms, s, NULL));
     uint64_t t1 = simcuda_now_ns();
     assert_int_equal(t1 - t0, 100 * LAUNCH_NS);
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery(s));
@@ -317,14 +319,16 @@ static void test_query_polling(void **state) {
     CU_OK(launch(fn_ms, s, NULL));
     int not_ready = 0;
     CUresult rc;
-    while ((rc = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) not_ready++;
+    while ((rc = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY)
+        not_ready++;
     CU_OK(rc);
     assert_int_equal(not_ready, 399);
 
     CU_OK(launch(fn_ms, s, NULL));
     CU_OK(cuEventRecord(e, s));
     not_ready = 0;
-    while ((rc = cuEventQuery(e)) == CUDA_ERROR_NOT_READY) not_ready++;
+    while ((rc = cuEventQuery(e)) == CUDA_ERROR_NOT_READY)
+        not_ready++;
     CU_OK(rc);
     assert_int_equal(not_ready, 398); /* the record cost one more call */
     CU_OK(cuStreamQuery(s));
@@ -476,8 +480,8 @@ static void *ptds_main(void *arg) {
     if (rc == CUDA_SUCCESS) rc = cuStreamGetId_ptsz(NULL, &t->id_ptsz);
     if (rc == CUDA_SUCCESS) rc = cuStreamGetId(CU_STREAM_PER_THREAD, &t->id_handle);
     if (rc == CUDA_SUCCESS) rc = cuLaunchKernel_ptsz(fn_ms, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
-    if (rc == CUDA_SUCCESS) rc = cuLaunchKernel(fn_ms, 1, 1, 1, 1, 1, 1, 0, CU_STREAM_PER_THREAD,
-                                                NULL, NULL);
+    if (rc == CUDA_SUCCESS)
+        rc = cuLaunchKernel(fn_ms, 1, 1, 1, 1, 1, 1, 0, CU_STREAM_PER_THREAD, NULL, NULL);
     if (rc == CUDA_SUCCESS) rc = cuEventRecord_ptsz(t->end, NULL);
     pthread_barrier_wait(t->launched);
     if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize_ptsz(NULL);
@@ -505,7 +509,8 @@ static void test_per_thread_default_stream(void **state) {
         t[i].launched = &launched;
         assert_int_equal(pthread_create(&th[i], NULL, ptds_main, &t[i]), 0);
     }
-    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
     pthread_barrier_destroy(&launched);
     for (int i = 0; i < 2; i++) {
         CU_OK(t[i].rc);
@@ -569,7 +574,8 @@ static void test_host_functions_in_order(void **state) {
     CU_OK(cuStreamSynchronize(s));
     CU_OK(cuCtxSynchronize());
     assert_int_equal(order_len, 6);
-    for (int i = 0; i < 6; i++) assert_int_equal(order_log[i], (uint32_t)i + 1);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(order_log[i], (uint32_t)i + 1);
     assert_ptr_equal(callback_stream, s);
     assert_int_equal(callback_status, CUDA_SUCCESS);
     CU_OK(cuStreamDestroy(s));
