@@ -380,12 +380,14 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         }
         break;
     }
-    case SIM_OP_PREFETCH:
-        sim_managed_prefetch(op->dev, op->u.prefetch.addr, op->u.prefetch.bytes,
-                             op->u.prefetch.to_device);
-        dur = sim_copy_duration(op->dev, op->u.prefetch.to_device ? SIM_H2D : SIM_D2H,
-                                op->u.prefetch.bytes, start);
+    case SIM_OP_PREFETCH: {
+        uint64_t moved = sim_managed_prefetch(op->dev, op->u.prefetch.addr,
+                                              op->u.prefetch.bytes, op->u.prefetch.to_device);
+        if (moved > 0)
+            dur = sim_copy_duration(op->dev, op->u.prefetch.to_device ? SIM_H2D : SIM_D2H, moved,
+                                    start);
         break;
+    }
     case SIM_OP_RECORD:
     case SIM_OP_WAIT:
         break;

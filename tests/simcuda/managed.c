@@ -103,9 +103,10 @@ uint64_t sim_managed_touch(struct sim_device *dev, uint64_t addr, bool *remote) 
     return sim_bytes_ns(faults * SIM_MANAGED_PAGE, sim.cfg.h2d_gbps) + faults * 2000;
 }
 
-void sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t bytes, bool to_device) {
+uint64_t sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t bytes,
+                              bool to_device) {
     struct sim_range *r = sim_range_find(addr);
-    if (r == NULL || r->managed == NULL) return;
+    if (r == NULL || r->managed == NULL) return 0;
     struct sim_managed *m = r->managed;
     uint64_t first = (addr - r->base) / SIM_MANAGED_PAGE;
     uint64_t last = (addr - r->base + bytes - 1) / SIM_MANAGED_PAGE;
@@ -116,6 +117,8 @@ void sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t bytes,
         m->resident[i] = to_device;
     }
     managed_account(dev, in, out);
+    /* Only pages that change sides cross the link: a prefetch of resident pages is cheap. */
+    return (to_device ? in : out) * SIM_MANAGED_PAGE;
 }
 
 static CUresult prefetch(CUdeviceptr ptr, size_t bytes, bool to_device, int device, CUstream hs,

@@ -64,6 +64,7 @@ CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool
 }
 
 void sim_free_range_locked(struct sim_range *r) {
+    sim_pool_forget(r); /* cuMemFree of a stream-ordered allocation is allowed (it syncs) */
     if (r->kind == SIM_R_MANAGED) sim_managed_free(r);
     if (r->kind == SIM_R_DEVICE) sim_capacity_give(&sim.devices[r->device], r->size);
     sim_va_retire((void *)(uintptr_t)r->base, va_size(r->size));

@@ -35,6 +35,15 @@ static struct sim_pool *pool_from_handle(CUmemoryPool h) {
     return p;
 }
 
+void sim_pool_forget(struct sim_range *r) {
+    struct sim_pool *pl = (struct sim_pool *)r->pool;
+    if (pl == NULL) return;
+    pl->used_current -= r->size <= pl->used_current ? r->size : pl->used_current;
+    pl->reserved_current -= r->size <= pl->reserved_current ? r->size : pl->reserved_current;
+    if (pl->destroyed && pl->used_current == 0) free(pl); /* its last allocation is gone */
+    r->pool = NULL;
+}
+
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *pool, CUstream hs,
                             bool pt) {
     struct sim_ctx *c;
@@ -74,12 +83,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hs, bool pt) {
         sim_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
-    struct sim_pool *pl =
-        r->pool != NULL ? (struct sim_pool *)r->pool : &default_pools[r->device];
-    pl->used_current -= r->size <= pl->used_current ? r->size : pl->used_current;
-    pl->reserved_current -= r->size <= pl->reserved_current ? r->size : pl->reserved_current;
-    if (pl->destroyed && pl->used_current == 0) free(pl); /* its last allocation is gone */
-    r->pool = NULL;
+    sim_pool_forget(r);
     struct sim_op *op = sim_op_new(SIM_OP_FREE, s);
     if (op == NULL) {
         sim_unlock();

@@ -296,6 +296,9 @@ void sim_range_remove(struct sim_range *r);
 struct sim_range *sim_range_find(uint64_t addr);
 /* Memory pools (pool.c). */
 CUmemoryPool sim_pool_default(int device);
+/* Takes a stream-ordered allocation off its pool's books (lock held); a no-op for other ranges
+ * and when called again. cuMemFreeAsync calls it at once, cuMemFree when it frees. */
+void sim_pool_forget(struct sim_range *r);
 /* Classifies addr for the device (lock held). */
 void sim_lookup(uint64_t addr, struct sim_lookup *out);
 
@@ -330,7 +333,9 @@ struct sim_managed {
  * parameter points into, counting faults; returns extra virtual ns the migration costs. */
 uint64_t sim_managed_touch(struct sim_device *dev, uint64_t addr, bool *remote);
 void sim_managed_free(struct sim_range *r);
-void sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t bytes, bool to_device);
+/* Moves the pages of [addr, addr+bytes) to or from the device; returns the bytes that moved. */
+uint64_t sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t bytes,
+                              bool to_device);
 
 /* ---------------------------------------------------------------- global state */
 

@@ -117,7 +117,10 @@ static void remove_reports(void) {
 
 /* ------------------------------------------------------------------ helpers for children */
 
-static CUcontext ctx_up(void) {
+/* Each suite uses some of these helpers. */
+#define MAYBE_UNUSED __attribute__((unused))
+
+MAYBE_UNUSED static CUcontext ctx_up(void) {
     CUdevice dev;
     CUcontext ctx;
     CHK_OK(cuInit(0));
@@ -138,7 +141,7 @@ static const char image[] = "simcuda-module 1\n"
                             "kernel nobody_use ptr u64 ns=param:1\n"
                             "kernel nobody_wait u64 ns=param:0\n";
 
-static CUfunction kfn(const char *name) {
+MAYBE_UNUSED static CUfunction kfn(const char *name) {
     static CUmodule mod;
     if (mod == NULL) CHK_OK(cuModuleLoadData(&mod, image));
     CUfunction f;
@@ -146,11 +149,11 @@ static CUfunction kfn(const char *name) {
     return f;
 }
 
-static void launch(const char *name, CUstream s, void **args) {
+MAYBE_UNUSED static void launch(const char *name, CUstream s, void **args) {
     CHK_OK(cuLaunchKernel(kfn(name), 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
 }
 
-static uint64_t fnv(const void *p, size_t n) {
+MAYBE_UNUSED static uint64_t fnv(const void *p, size_t n) {
     const unsigned char *b = p;
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++) {
@@ -160,7 +163,7 @@ static uint64_t fnv(const void *p, size_t n) {
     return h;
 }
 
-static void pattern(void *p, size_t n, uint32_t seed) {
+MAYBE_UNUSED static void pattern(void *p, size_t n, uint32_t seed) {
     unsigned char *b = p;
     uint32_t x = seed * 2654435761u + 1;
     for (size_t i = 0; i < n; i++) {
@@ -210,30 +213,30 @@ void mk_block(void **params) {
         usleep(200);
 }
 
-static void fill(CUdeviceptr p, uint32_t v, uint64_t words, CUstream s) {
+MAYBE_UNUSED static void fill(CUdeviceptr p, uint32_t v, uint64_t words, CUstream s) {
     void *args[] = {&p, &v, &words};
     launch("mk_fill", s, args);
 }
 
-static uint64_t device_hash(CUdeviceptr p, uint64_t n, CUstream s) {
+MAYBE_UNUSED static uint64_t device_hash(CUdeviceptr p, uint64_t n, CUstream s) {
     void *args[] = {&p, &n};
     launch("mk_hash", s, args);
     CHK_OK(cuStreamSynchronize(s));
     return atomic_load(&g_hash);
 }
 
-static void use_for(CUdeviceptr p, uint64_t ns, CUstream s) {
+MAYBE_UNUSED static void use_for(CUdeviceptr p, uint64_t ns, CUstream s) {
     void *args[] = {&p, &ns};
     launch("nobody_use", s, args);
 }
 
-static void wait_for(uint64_t ns, CUstream s) {
+MAYBE_UNUSED static void wait_for(uint64_t ns, CUstream s) {
     void *args[] = {&ns};
     launch("nobody_wait", s, args);
 }
 
 /* Whether the host may read addr (from /proc/self/maps: PROT_NONE ranges show "---p"). */
-static bool host_readable(uint64_t addr) {
+MAYBE_UNUSED static bool host_readable(uint64_t addr) {
     FILE *f = fopen("/proc/self/maps", "r");
     CHK(f != NULL);
     char line[512];
@@ -250,7 +253,7 @@ static bool host_readable(uint64_t addr) {
     return readable;
 }
 
-static size_t free_bytes(void) {
+MAYBE_UNUSED static size_t free_bytes(void) {
     size_t fr, total;
     CHK_OK(cuMemGetInfo(&fr, &total));
     return fr;
@@ -793,6 +796,11 @@ static int c_free_async(int correct) {
     size_t size;
     CHK_CU(CUDA_ERROR_NOT_FOUND, cuMemGetAddressRange(&base, &size, d));
     CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemFreeAsync(d, s1));
+    CHK_OK(cuMemFreeHost(pinned));
+    CHK_OK(cuEventDestroy(e1));
+    CHK_OK(cuEventDestroy(e2));
+    CHK_OK(cuStreamDestroy(s1));
+    CHK_OK(cuStreamDestroy(s2));
     return 0;
 }
 
@@ -870,7 +878,18 @@ static int c_pools(void) {
     CHK_OK(cuMemFreeAsync(b, s));
     CHK_OK(cuStreamSynchronize(s));
     CHK_EQ(pool_attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0);
+    /* cuMemFree may free a stream-ordered allocation too (it synchronises). */
+    CHK_OK(cuMemAllocFromPoolAsync(&a, 3 * MiB, pool, s));
+    CHK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3 * MiB);
+    CHK_OK(cuMemFree(a));
+    CHK_EQ(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0);
+    /* Destroying a pool with an allocation outstanding: the allocation stays usable and its
+     * free still works (the pool's bookkeeping goes with it). */
+    CHK_OK(cuMemAllocFromPoolAsync(&a, MiB, pool, s));
     CHK_OK(cuMemPoolDestroy(pool));
+    fill(a, 4, 4, s);
+    CHK_OK(cuMemFreeAsync(a, s));
+    CHK_OK(cuStreamSynchronize(s));
     CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemPoolDestroy(def));
     props.location.id = 7;
     CHK_CU(CUDA_ERROR_INVALID_DEVICE, cuMemPoolCreate(&pool, &props));
@@ -947,19 +966,40 @@ static int c_managed_faults_once(void) {
     return 0;
 }
 
+/* Virtual ns of one prefetch, between events behind a long wait. */
+static uint64_t timed_prefetch(CUdeviceptr m, size_t n, CUmemLocation to, CUstream s) {
+    CUevent a, b;
+    CHK_OK(cuEventCreate(&a, 0));
+    CHK_OK(cuEventCreate(&b, 0));
+    wait_for(1000000, s);
+    CHK_OK(cuEventRecord(a, s));
+    CHK_OK(cuMemPrefetchAsync_v2(m, n, to, 0, s));
+    CHK_OK(cuEventRecord(b, s));
+    CHK_OK(cuEventSynchronize(b));
+    float ms = 0;
+    CHK_OK(cuEventElapsedTime(&ms, a, b));
+    CHK_OK(cuEventDestroy(a));
+    CHK_OK(cuEventDestroy(b));
+    return (uint64_t)((double)ms * 1e6 + 0.5);
+}
+
 static int c_managed_prefetch_v2(void) {
     ctx_up();
     size_t before = free_bytes();
     CUdeviceptr m = managed_with_pattern(4);
     CUstream s;
     CHK_OK(cuStreamCreate(&s, 0));
-    CHK_OK(cuMemPrefetchAsync_v2(m, MANAGED_BYTES, loc_device, 0, s));
+    /* A prefetch moves the non-resident pages at the copy rate; pages already there cost
+     * nothing (the driver only migrates what is elsewhere). */
+    CHK_EQ(timed_prefetch(m, MANAGED_BYTES / 2, loc_device, s), (MANAGED_BYTES / 2 + 54) / 55);
+    CHK_EQ(timed_prefetch(m, MANAGED_BYTES / 2, loc_device, s), 0);
+    CHK_EQ(timed_prefetch(m, MANAGED_BYTES, loc_device, s), (MANAGED_BYTES / 2 + 54) / 55);
     uint64_t t = timed_hash(m, s); /* no faults: only the kernel's own time */
     CHK_NEAR(t, 1000, 2);
     CHK_EQ(free_bytes(), before - MANAGED_BYTES);
     /* Back to the CPU: the device footprint goes, and the next kernel faults again. */
-    CHK_OK(cuMemPrefetchAsync_v2(m, MANAGED_BYTES, loc_host, 0, s));
-    CHK_OK(cuStreamSynchronize(s));
+    CHK_EQ(timed_prefetch(m, MANAGED_BYTES, loc_host, s), (MANAGED_BYTES + 54) / 55);
+    CHK_EQ(timed_prefetch(m, MANAGED_BYTES, loc_host, s), 0);
     CHK_EQ(free_bytes(), before);
     pattern((void *)(uintptr_t)m, MANAGED_BYTES, 5);
     CHK_EQ(device_hash(m, MANAGED_BYTES, s), host_hash(m));
