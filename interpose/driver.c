@@ -73,9 +73,12 @@ bool ho_driver_load(const char *path) {
     const char *lib = path != NULL ? path : "libcuda.so.1";
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
+        /* A HOSTOFF_LIBCUDA that cannot be loaded: init falls back to libcuda.so.1, untracked. */
         const char *err = dlerror();
-        ho_log(HO_LOG_ERROR, "cannot load the CUDA driver %s%s%s: calls pass through", lib,
-               err ? ": " : "", err ? err : "");
+        ho_log(HO_LOG_ERROR, "cannot load the CUDA driver %s%s%s: %s", lib, err ? ": " : "",
+               err ? err : "",
+               path != NULL ? "calls pass straight through to libcuda.so.1, untracked"
+                            : "calls fail as without a driver");
         return false;
     }
     for (int i = 0; i < HO_NHOOKS; i++) {

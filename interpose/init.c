@@ -55,8 +55,13 @@ static void after_fork_child(void) {
 
 static void init_once(void) {
     const struct ho_options *o = ho_options();
-    if (!ho_driver_load(o->libcuda)) return;
     enum ho_mode mode = o->mode;
+    if (!ho_driver_load(o->libcuda)) {
+        /* The library's own configuration must not break the job: pass through to the driver the
+         * process would use without it. */
+        if (o->libcuda == NULL || !ho_driver_load(NULL)) return;
+        mode = HO_MODE_OFF;
+    }
     if (mode != HO_MODE_OFF && !ho_registry_init()) {
         ho_log(HO_LOG_ERROR, "out of memory setting up the buffer registry: calls pass through");
         mode = HO_MODE_OFF;

@@ -98,5 +98,11 @@ void ho_paramcache_invalidate(void) {
 }
 
 void ho_paramcache_reset(void) {
-    for (size_t i = 0; i < SLOTS; i++) atomic_store(&slots[i], NULL);
+    /* A fork child, single-threaded: nobody holds an entry, free what the slots hold. */
+    for (size_t i = 0; i < SLOTS; i++) {
+        struct entry *e = atomic_exchange(&slots[i], NULL);
+        if (e == NULL) continue;
+        if (e->layout != &unknown) free((void *)(uintptr_t)e->layout);
+        free(e);
+    }
 }

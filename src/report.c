@@ -3,6 +3,7 @@
 #include "log.h"
 #include "registry.h"
 #include "stats.h"
+#include "track.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,9 +69,7 @@ static void write_buffer(const struct ho_buffer *b, void *arg) {
             "%s\n    {\"id\": %llu, \"kind\": \"%s\", \"bytes\": %llu, \"device\": %d, "
             "\"uses\": %llu, \"live\": %s, \"pinned\": %s}",
             c->first ? "" : ",", (unsigned long long)b->id, ho_buffer_kind_name(b->kind),
-            (unsigned long long)b->size, b->device,
-            (unsigned long long)atomic_load_explicit(&((struct ho_buffer *)b)->uses,
-                                                     memory_order_relaxed),
+            (unsigned long long)b->size, b->device, (unsigned long long)ho_track_uses(b),
             b->live ? "true" : "false", b->pinned ? "true" : "false");
     c->first = false;
 }

@@ -23,5 +23,7 @@ void ho_track_graph_kernel_params(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAM
 void ho_track_graph_launch(CUgraphExec exec);
 void ho_track_graph_destroy(CUgraphExec exec);
 void ho_track_reset(void);
+/* A buffer's uses so far: its own count plus every thread's table (for the report). */
+uint64_t ho_track_uses(const struct ho_buffer *b);
 
 #endif
