@@ -6,6 +6,7 @@
 #include "init.h"
 #include "stats.h"
 #include "track.h"
+#include "engine.h"
 
 /* Initialises on first use and records that this entry point was reached. False when the real
  * driver is not available (then the hook can only fail the way a missing driver would). */
@@ -13,7 +14,13 @@ static inline bool ho_enter(enum ho_hook_id id) {
     if (!ho_init()) return false;
     if (!atomic_load_explicit(&ho_hook_routed[id], memory_order_relaxed))
         atomic_store_explicit(&ho_hook_routed[id], 1, memory_order_relaxed);
+    ho_engine_progress(); /* a progress point: nearly free when nothing is moving */
     return true;
+}
+
+/* The engine moves buffers (offload mode). */
+static inline bool ho_offloading(void) {
+    return ho_mode() == HO_MODE_OFFLOAD && ho_engine_active();
 }
 
 static inline bool ho_tracking(void) {

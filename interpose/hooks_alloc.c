@@ -4,9 +4,26 @@
 #define DEVICE_KINDS                                                                               \
     ((1u << HO_BUF_DEVICE) | (1u << HO_BUF_ASYNC) | (1u << HO_BUF_MANAGED))
 
+/* Offload mode: the engine takes allocations it can manage; CUDA_ERROR_NOT_SUPPORTED from it
+ * means "not for me" and the driver allocates. */
+#define ENGINE_ALLOC(dptr, bytes, kind)                                                            \
+    do {                                                                                           \
+        if (ho_offloading()) {                                                                     \
+            CUresult erc_ = ho_engine_alloc(dptr, bytes, kind);                                    \
+            if (erc_ != CUDA_ERROR_NOT_SUPPORTED) return erc_;                                     \
+        }                                                                                          \
+    } while (0)
+
+/* A driver allocation that ran out of memory is retried after the engine made room. */
+#define RETRY_ON_OOM(rc, bytes, CALL)                                                              \
+    while ((rc) == CUDA_ERROR_OUT_OF_MEMORY && ho_offloading() && ho_engine_reclaim(bytes))        \
+        (rc) = (CALL)
+
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     HO_ENTER(cuMemAlloc_v2);
+    ENGINE_ALLOC(dptr, bytesize, HO_BUF_DEVICE);
     CUresult rc = HO_REAL(cuMemAlloc_v2, dptr, bytesize);
+    RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAlloc_v2, dptr, bytesize));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_DEVICE);
     return rc;
 }
@@ -14,7 +31,9 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                             unsigned int elem) {
     HO_ENTER(cuMemAllocPitch_v2);
+    /* Pitched allocations stay with the driver (it chooses the pitch): tracked, never moved. */
     CUresult rc = HO_REAL(cuMemAllocPitch_v2, dptr, pitch, width, height, elem);
+    RETRY_ON_OOM(rc, width * height, HO_REAL(cuMemAllocPitch_v2, dptr, pitch, width, height, elem));
     if (rc == CUDA_SUCCESS && ho_tracking())
         ho_track_alloc(*dptr, (uint64_t)*pitch * height, HO_BUF_DEVICE);
     return rc;
@@ -22,14 +41,20 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
     HO_ENTER(cuMemAllocAsync);
+    /* A managed buffer is usable at once: stream order only matters for its free. */
+    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC);
     CUresult rc = HO_REAL(cuMemAllocAsync, dptr, bytesize, s);
+    RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocAsync, dptr, bytesize, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
     return rc;
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
     HO_ENTER(cuMemAllocAsync_ptsz);
+    /* A managed buffer is usable at once: stream order only matters for its free. */
+    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC);
     CUresult rc = HO_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, s);
+    RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
     return rc;
 }
@@ -37,7 +62,9 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream s) {
     HO_ENTER(cuMemAllocFromPoolAsync);
+    /* An explicit pool carries the application's own settings (access, export): the driver's. */
     CUresult rc = HO_REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, s);
+    RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
     return rc;
 }
@@ -45,7 +72,9 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream s) {
     HO_ENTER(cuMemAllocFromPoolAsync_ptsz);
+    /* An explicit pool carries the application's own settings (access, export): the driver's. */
     CUresult rc = HO_REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s);
+    RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
     return rc;
 }
@@ -61,18 +90,22 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
  * another thread's allocation, which must not find a stale record in the way. */
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
     HO_ENTER(cuMemFree_v2);
+    if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, NULL, false, false))
+        return CUDA_SUCCESS;
     if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
     return HO_REAL(cuMemFree_v2, dptr);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
     HO_ENTER(cuMemFreeAsync);
+    if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, s, false, true)) return CUDA_SUCCESS;
     if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
     return HO_REAL(cuMemFreeAsync, dptr, s);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
     HO_ENTER(cuMemFreeAsync_ptsz);
+    if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, s, true, true)) return CUDA_SUCCESS;
     if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
     return HO_REAL(cuMemFreeAsync_ptsz, dptr, s);
 }
@@ -115,8 +148,11 @@ CUresult cuMemHostUnregister(void *p) {
     return HO_REAL(cuMemHostUnregister, p);
 }
 
-/* In track mode the driver's answer is the truth: nothing is held elsewhere. */
+/* In track mode the driver's answer is the truth. In offload mode, with a budget, the device
+ * looks as large as the budget (docs/ARCHITECTURE.md). */
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     HO_ENTER(cuMemGetInfo_v2);
-    return HO_REAL(cuMemGetInfo_v2, free_bytes, total);
+    CUresult rc = HO_REAL(cuMemGetInfo_v2, free_bytes, total);
+    if (rc == CUDA_SUCCESS && ho_offloading()) ho_engine_meminfo(free_bytes, total);
+    return rc;
 }

@@ -1,61 +1,66 @@
 /* Launch and graph hooks: each launch is attributed to the tracked buffers its parameters point
- * into; each instantiated graph's references are collected once and applied at every launch. */
+ * into; each instantiated graph's references are collected once and applied at every launch. In
+ * offload mode the engine makes those buffers usable before the real launch. */
 #include "hook.h"
 
 #include "paramcache.h"
 
+/* The body every launch hook shares: CALL is the real launch. */
+#define LAUNCH(exp, f, params, extra, s, pt, CALL)                                                 \
+    do {                                                                                           \
+        HO_ENTER(exp);                                                                             \
+        if (ho_offloading()) {                                                                     \
+            struct ho_engine_touch et_;                                                            \
+            ho_track_launch_begin(f, params, extra, s, pt, &et_);                                  \
+            CUresult rc_ = ho_real.exp != NULL ? CALL : CUDA_ERROR_NOT_SUPPORTED;                  \
+            ho_track_launch_end(&et_, s, pt, rc_);                                                 \
+            return rc_;                                                                            \
+        }                                                                                          \
+        CUresult rc_ = ho_real.exp != NULL ? CALL : CUDA_ERROR_NOT_SUPPORTED;                      \
+        if (rc_ == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, extra);               \
+        return rc_;                                                                                \
+    } while (0)
+
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                         CUstream s, void **params, void **extra) {
-    HO_ENTER(cuLaunchKernel);
-    CUresult rc = HO_REAL(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, extra);
-    return rc;
+    LAUNCH(cuLaunchKernel, f, params, extra, s, false,
+           ho_real.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, s, params, extra));
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                              unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                              CUstream s, void **params, void **extra) {
-    HO_ENTER(cuLaunchKernel_ptsz);
-    CUresult rc =
-        HO_REAL(cuLaunchKernel_ptsz, f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, extra);
-    return rc;
+    LAUNCH(cuLaunchKernel_ptsz, f, params, extra, s, true,
+           ho_real.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, s, params, extra));
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
-    HO_ENTER(cuLaunchKernelEx);
-    CUresult rc = HO_REAL(cuLaunchKernelEx, config, f, params, extra);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, extra);
-    return rc;
+    CUstream s = config != NULL ? config->hStream : NULL;
+    LAUNCH(cuLaunchKernelEx, f, params, extra, s, false,
+           ho_real.cuLaunchKernelEx(config, f, params, extra));
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
                                void **extra) {
-    HO_ENTER(cuLaunchKernelEx_ptsz);
-    CUresult rc = HO_REAL(cuLaunchKernelEx_ptsz, config, f, params, extra);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, extra);
-    return rc;
+    CUstream s = config != NULL ? config->hStream : NULL;
+    LAUNCH(cuLaunchKernelEx_ptsz, f, params, extra, s, true,
+           ho_real.cuLaunchKernelEx_ptsz(config, f, params, extra));
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shared, CUstream s, void **params) {
-    HO_ENTER(cuLaunchCooperativeKernel);
-    CUresult rc = HO_REAL(cuLaunchCooperativeKernel, f, gx, gy, gz, bx, by, bz, shared, s, params);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, NULL);
-    return rc;
+    LAUNCH(cuLaunchCooperativeKernel, f, params, NULL, s, false,
+           ho_real.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, s, params));
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                         unsigned int gz, unsigned int bx, unsigned int by,
                                         unsigned int bz, unsigned int shared, CUstream s,
                                         void **params) {
-    HO_ENTER(cuLaunchCooperativeKernel_ptsz);
-    CUresult rc =
-        HO_REAL(cuLaunchCooperativeKernel_ptsz, f, gx, gy, gz, bx, by, bz, shared, s, params);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, NULL);
-    return rc;
+    LAUNCH(cuLaunchCooperativeKernel_ptsz, f, params, NULL, s, true,
+           ho_real.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, s, params));
 }
 
 /* An unloaded module's function handles may be reused for other functions. */
@@ -98,18 +103,28 @@ CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *exec, CUgraph graph,
     return rc;
 }
 
+#define GRAPH_LAUNCH(exp, exec, s, pt)                                                             \
+    do {                                                                                           \
+        HO_ENTER(exp);                                                                             \
+        if (ho_offloading()) {                                                                     \
+            struct ho_engine_touch et_;                                                            \
+            ho_track_graph_launch_begin(exec, s, pt, &et_);                                        \
+            CUresult rc_ = HO_REAL(exp, exec, s);                                                  \
+            ho_engine_finish(&et_, s, pt, rc_ == CUDA_SUCCESS);                                    \
+            if (rc_ == CUDA_SUCCESS) ho_count(&ho_stats.counts_graph_launches, 1);                 \
+            return rc_;                                                                            \
+        }                                                                                          \
+        CUresult rc_ = HO_REAL(exp, exec, s);                                                      \
+        if (rc_ == CUDA_SUCCESS && ho_tracking()) ho_track_graph_launch(exec);                     \
+        return rc_;                                                                                \
+    } while (0)
+
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
-    HO_ENTER(cuGraphLaunch);
-    CUresult rc = HO_REAL(cuGraphLaunch, exec, s);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_graph_launch(exec);
-    return rc;
+    GRAPH_LAUNCH(cuGraphLaunch, exec, s, false);
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
-    HO_ENTER(cuGraphLaunch_ptsz);
-    CUresult rc = HO_REAL(cuGraphLaunch_ptsz, exec, s);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_graph_launch(exec);
-    return rc;
+    GRAPH_LAUNCH(cuGraphLaunch_ptsz, exec, s, true);
 }
 
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,

@@ -36,18 +36,41 @@ PASS_HOOK(cuEventRecord_ptsz, (CUevent e, CUstream s), (e, s), NONE)
 PASS_HOOK(cuEventRecordWithFlags, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE)
 PASS_HOOK(cuEventRecordWithFlags_ptsz, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE)
 
-PASS_HOOK(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m), CAPTURES)
-PASS_HOOK(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m), CAPTURES)
-PASS_HOOK(cuStreamBeginCaptureToGraph,
-          (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
-           CUstreamCaptureMode m),
-          (s, g, deps, data, n, m), CAPTURES)
-PASS_HOOK(cuStreamBeginCaptureToGraph_ptsz,
-          (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
-           CUstreamCaptureMode m),
-          (s, g, deps, data, n, m), CAPTURES)
-PASS_HOOK(cuStreamEndCapture, (CUstream s, CUgraph *g), (s, g), NONE)
-PASS_HOOK(cuStreamEndCapture_ptsz, (CUstream s, CUgraph *g), (s, g), NONE)
+/* Captures in progress stop the engine: nothing moves or synchronises while one is open. */
+#define BEGIN_CAPTURE_HOOK(exp, PARAMS, ARGS)                                                      \
+    CUresult exp PARAMS {                                                                          \
+        HO_ENTER(exp);                                                                             \
+        if (ho_offloading()) ho_engine_capture(+1);                                                \
+        CUresult rc = HO_REALP(exp, ARGS);                                                         \
+        if (ho_offloading() && rc != CUDA_SUCCESS) ho_engine_capture(-1);                          \
+        maybe_count(rc == CUDA_SUCCESS ? CAPTURES : NONE);                                         \
+        return rc;                                                                                 \
+    }
+
+/* A capture ends with its graph, or invalidated or unjoined: either way it is over. */
+#define END_CAPTURE_HOOK(exp)                                                                      \
+    CUresult exp(CUstream s, CUgraph *g) {                                                         \
+        HO_ENTER(exp);                                                                             \
+        CUresult rc = HO_REALP(exp, (s, g));                                                       \
+        if (ho_offloading() &&                                                                     \
+            (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||                  \
+             rc == CUDA_ERROR_STREAM_CAPTURE_UNJOINED))                                            \
+            ho_engine_capture(-1);                                                                 \
+        return rc;                                                                                 \
+    }
+
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph,
+                   (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                    size_t n, CUstreamCaptureMode m),
+                   (s, g, deps, data, n, m))
+BEGIN_CAPTURE_HOOK(cuStreamBeginCaptureToGraph_ptsz,
+                   (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                    size_t n, CUstreamCaptureMode m),
+                   (s, g, deps, data, n, m))
+END_CAPTURE_HOOK(cuStreamEndCapture)
+END_CAPTURE_HOOK(cuStreamEndCapture_ptsz)
 PASS_HOOK(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus *st), (s, st), NONE)
 PASS_HOOK(cuStreamIsCapturing_ptsz, (CUstream s, CUstreamCaptureStatus *st), (s, st), NONE)
 PASS_HOOK(cuStreamGetCaptureInfo_v3,

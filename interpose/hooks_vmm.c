@@ -107,6 +107,9 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 /* An IPC-exported buffer is used by another process the library cannot see: pinned. */
 CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr) {
     HO_ENTER(cuIpcGetMemHandle);
+    /* A managed buffer is VMM memory, which legacy IPC cannot export: the driver's error stands
+     * (docs/ARCHITECTURE.md), and the buffer is pinned all the same. */
+    if (ho_offloading()) ho_engine_pin(dptr);
     CUresult rc = HO_REAL(cuIpcGetMemHandle, handle, dptr);
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_pin(dptr);
     return rc;

@@ -8,6 +8,7 @@
 #include "report.h"
 #include "stats.h"
 #include "track.h"
+#include "engine.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,7 +40,8 @@ static void write_report_at_exit(void) {
             names[ip.nhooked++] = ho_hooks[i].name;
     ip.hooked = names;
     ip.proc_lookups = atomic_load(&ho_stats.proc_lookups);
-    ho_report_write(o->report, ho_mode() == HO_MODE_OFF && !forked_child ? "off" : "track", &ip);
+    static const char *const names_of_modes[] = {"off", "track", "offload"};
+    ho_report_write(o->report, names_of_modes[ho_mode()], &ip);
 }
 
 /* The child of a fork forgets the parent's CUDA state: on a GPU, the parent's contexts and
@@ -50,6 +52,7 @@ static void after_fork_child(void) {
     ho_paramcache_reset();
     ho_stats_reset();
     ho_track_reset();
+    ho_engine_fork_child();
     for (int i = 0; i < HO_NHOOKS; i++) atomic_store(&ho_hook_routed[i], 0);
 }
 
@@ -66,10 +69,12 @@ static void init_once(void) {
         ho_log(HO_LOG_ERROR, "out of memory setting up the buffer registry: calls pass through");
         mode = HO_MODE_OFF;
     }
+    if (mode == HO_MODE_OFFLOAD) ho_engine_init(o);
     atomic_store(&ho_mode_value, (int)mode);
     if (o->report != NULL) atexit(write_report_at_exit);
     pthread_atfork(NULL, NULL, after_fork_child);
-    ho_log(HO_LOG_INFO, "mode %s, driver %s", mode == HO_MODE_OFF ? "off" : "track",
+    static const char *const mode_names[] = {"off", "track", "offload"};
+    ho_log(HO_LOG_INFO, "mode %s, driver %s", mode_names[mode],
            o->libcuda != NULL ? o->libcuda : "libcuda.so.1");
     atomic_store_explicit(&ready, true, memory_order_release);
 }

@@ -3,6 +3,7 @@
 
 #include "log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +28,85 @@ static int enum_index(const char *values, const char *text) {
     return -1;
 }
 
+bool ho_parse_size(const char *text, uint64_t *out) {
+    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0) return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end != '\0' || (shift != 0 && v > (UINT64_MAX >> shift))) return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+bool ho_parse_amount(const char *text, struct ho_amount *out) {
+    memset(out, 0, sizeof *out);
+    if (text == NULL) return false;
+    if (strcmp(text, "none") == 0) return true;
+    size_t n = strlen(text);
+    if (n >= 2 && text[n - 1] == '%') {
+        char *end = NULL;
+        errno = 0;
+        double pct = strtod(text, &end);
+        if (errno != 0 || end != text + n - 1 || !(pct > 0) || pct > 100 || text[0] == '-')
+            return false;
+        out->kind = HO_AMOUNT_PERCENT;
+        out->percent = pct;
+        return true;
+    }
+    if (!ho_parse_size(text, &out->bytes) || out->bytes == 0) return false;
+    out->kind = HO_AMOUNT_BYTES;
+    return true;
+}
+
+uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total) {
+    switch (a->kind) {
+    case HO_AMOUNT_NONE: return UINT64_MAX;
+    case HO_AMOUNT_BYTES: return a->bytes;
+    case HO_AMOUNT_PERCENT: return (uint64_t)((double)total * a->percent / 100.0);
+    }
+    return UINT64_MAX;
+}
+
+/* Whether text is a valid value of option o. */
+static bool valid(const struct ho_option_info *o, const char *text) {
+    uint64_t size;
+    struct ho_amount amount;
+    switch (o->kind) {
+    case HO_KIND_ENUM: return enum_index(o->values, text) >= 0;
+    case HO_KIND_STRING: return true;
+    case HO_KIND_SIZE: return ho_parse_size(text, &size);
+    case HO_KIND_AMOUNT: return ho_parse_amount(text, &amount);
+    }
+    return false;
+}
+
+static const char *expected(const struct ho_option_info *o) {
+    switch (o->kind) {
+    case HO_KIND_ENUM: return o->values;
+    case HO_KIND_SIZE: return "a size such as 4M or 2G";
+    case HO_KIND_AMOUNT: return "a size such as 60G, a percentage such as 75%, or none";
+    default: return "text";
+    }
+}
+
 static const char *value_of(const char *(*getenv_fn)(const char *), enum ho_option_id id,
                             int *invalid) {
     const struct ho_option_info *o = &ho_option_table[id];
     const char *v = getenv_fn(o->env);
     if (v == NULL) return o->def;
-    if (o->kind == HO_OPT_ENUM && enum_index(o->values, v) < 0) {
-        ho_log(HO_LOG_ERROR, "%s=\"%s\" is not valid: expected one of %s; using %s", o->env, v,
-               o->values, o->def);
+    if (!valid(o, v)) {
+        ho_log(HO_LOG_ERROR, "%s=\"%s\" is not valid: expected %s; using %s", o->env, v,
+               expected(o), o->def);
         (*invalid)++;
         return o->def;
     }
@@ -49,8 +121,12 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     out->log = (enum ho_log_level)enum_index(ho_option_table[HO_OPT_LOG].values, log);
     ho_log_set_level(out->log);
     const char *mode = value_of(getenv_fn, HO_OPT_MODE, &invalid);
-    out->mode = enum_index(ho_option_table[HO_OPT_MODE].values, mode) == 0 ? HO_MODE_OFF
-                                                                           : HO_MODE_TRACK;
+    out->mode = (enum ho_mode)enum_index(ho_option_table[HO_OPT_MODE].values, mode);
+    ho_parse_amount(value_of(getenv_fn, HO_OPT_BUDGET, &invalid), &out->budget);
+    ho_parse_size(value_of(getenv_fn, HO_OPT_MIN_BYTES, &invalid), &out->min_bytes);
+    ho_parse_amount(value_of(getenv_fn, HO_OPT_HOST_LIMIT, &invalid), &out->host_limit);
+    const char *backend = value_of(getenv_fn, HO_OPT_BACKEND, &invalid);
+    out->backend = (enum ho_backend)enum_index(ho_option_table[HO_OPT_BACKEND].values, backend);
     const char *report = value_of(getenv_fn, HO_OPT_REPORT, &invalid);
     out->report = report != NULL && *report != '\0' ? report : NULL;
     const char *lib = value_of(getenv_fn, HO_OPT_LIBCUDA, &invalid);

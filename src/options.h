@@ -12,7 +12,27 @@
 enum ho_mode { HO_MODE_OFF, HO_MODE_TRACK, HO_MODE_OFFLOAD };
 enum ho_log_level { HO_LOG_ERROR, HO_LOG_WARN, HO_LOG_INFO, HO_LOG_DEBUG };
 
-enum ho_option_kind { HO_OPT_ENUM, HO_OPT_STRING };
+enum ho_option_kind {
+    HO_KIND_ENUM,   /* one of `values` */
+    HO_KIND_STRING, /* any text; empty means unset */
+    HO_KIND_SIZE,   /* bytes, with K, M, G, T suffixes (powers of 1024) */
+    HO_KIND_AMOUNT, /* a size, a percentage (of the device's memory), or "none" */
+};
+
+enum ho_backend { HO_BACKEND_AUTO, HO_BACKEND_VMM, HO_BACKEND_UVM };
+
+/* A size or a share of something the engine learns later (the device's memory). */
+struct ho_amount {
+    enum { HO_AMOUNT_NONE, HO_AMOUNT_BYTES, HO_AMOUNT_PERCENT } kind;
+    uint64_t bytes;
+    double percent;
+};
+
+/* Resolves an amount against a total: UINT64_MAX for none. */
+uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total);
+/* Parses "64M", "1.5G" is not accepted (whole numbers); false on anything malformed. */
+bool ho_parse_size(const char *text, uint64_t *out);
+bool ho_parse_amount(const char *text, struct ho_amount *out);
 
 #define HO_OPTION(id, env, kind, def, values, doc) HO_OPT_##id,
 enum ho_option_id {
@@ -33,6 +53,10 @@ extern const struct ho_option_info ho_option_table[HO_OPT_COUNT];
 
 struct ho_options {
     enum ho_mode mode;
+    struct ho_amount budget;
+    uint64_t min_bytes;
+    struct ho_amount host_limit;
+    enum ho_backend backend;
     enum ho_log_level log;
     const char *report;      /* NULL: no report */
     const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */

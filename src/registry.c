@@ -21,6 +21,9 @@ static size_t nbuckets, nchunks;
 static _Atomic uint64_t lowest = UINT64_MAX, highest;
 static uint64_t next_id;
 static uint64_t live;
+/* Bumped by every change to the set of live buffers (under the write lock): what the launch path
+ * cached from a lookup is still true while it has not moved. */
+static _Atomic uint64_t generation = 1;
 /* Every record, in creation order. */
 static struct ho_buffer **records;
 static size_t nrecords, records_cap;
@@ -184,19 +187,22 @@ struct ho_buffer *ho_registry_add(uint64_t base, uint64_t size, int device,
     if (base < atomic_load(&lowest)) atomic_store(&lowest, base);
     if (base + size > atomic_load(&highest)) atomic_store(&highest, base + size);
     live++;
+    atomic_fetch_add_explicit(&generation, 1, memory_order_relaxed);
     trim_records();
     keep_record(b);
     pthread_rwlock_unlock(&lock);
     return b;
 }
 
-struct ho_buffer *ho_registry_remove(uint64_t base, unsigned kinds) {
+/* Removes the first live buffer starting at base that `match` accepts. */
+static struct ho_buffer *remove_at(uint64_t base, bool (*match)(const struct ho_buffer *, unsigned),
+                                   unsigned arg) {
     pthread_rwlock_wrlock(&lock);
     struct ho_buffer *found = NULL;
     struct chunk *c = buckets != NULL ? chunk_get(base >> CHUNK_SHIFT, false) : NULL;
     for (unsigned i = 0; c != NULL && i < c->n; i++) {
         struct ho_buffer *b = c->bufs[i];
-        if (b->base == base && b->live && (kinds & (1u << b->kind))) {
+        if (b->base == base && b->live && match(b, arg)) {
             found = b;
             break;
         }
@@ -206,9 +212,27 @@ struct ho_buffer *ho_registry_remove(uint64_t base, unsigned kinds) {
         for (uint64_t k = first; k <= last; k++) chunk_erase(k, found);
         found->live = false;
         live--;
+        atomic_fetch_add_explicit(&generation, 1, memory_order_relaxed);
     }
     pthread_rwlock_unlock(&lock);
     return found;
+}
+
+static bool kind_in(const struct ho_buffer *b, unsigned kinds) {
+    return (kinds & (1u << b->kind)) != 0;
+}
+
+static bool managed(const struct ho_buffer *b, unsigned unused) {
+    (void)unused;
+    return b->engine != NULL;
+}
+
+struct ho_buffer *ho_registry_remove(uint64_t base, unsigned kinds) {
+    return remove_at(base, kind_in, kinds);
+}
+
+struct ho_buffer *ho_registry_remove_managed(uint64_t base) {
+    return remove_at(base, managed, 0);
 }
 
 int ho_registry_remove_range(uint64_t base, uint64_t size, unsigned kinds,
@@ -234,6 +258,7 @@ int ho_registry_remove_range(uint64_t base, uint64_t size, unsigned kinds,
             for (uint64_t u = hf; u <= hl; u++) chunk_erase(u, hit);
             hit->live = false;
             live--;
+        atomic_fetch_add_explicit(&generation, 1, memory_order_relaxed);
             removed++;
             if (each != NULL) each(hit, arg);
         }
@@ -261,6 +286,7 @@ void ho_registry_reset(void) {
     live = 0;
     atomic_store(&lowest, UINT64_MAX);
     atomic_store(&highest, 0);
+    atomic_fetch_add(&generation, 1);
 }
 
 void ho_registry_read_begin(void) {
@@ -286,6 +312,12 @@ struct ho_buffer *ho_registry_lookup_locked(uint64_t addr) {
         if (addr < b->base + b->size) return b;
     }
     return NULL;
+}
+
+void ho_registry_bounds(uint64_t *lo, uint64_t *hi, uint64_t *gen) {
+    *lo = atomic_load_explicit(&lowest, memory_order_relaxed);
+    *hi = atomic_load_explicit(&highest, memory_order_relaxed);
+    *gen = atomic_load_explicit(&generation, memory_order_relaxed);
 }
 
 void ho_registry_foreach(void (*fn)(const struct ho_buffer *b, void *arg), void *arg) {

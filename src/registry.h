@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct ho_managed;
+
 enum ho_buffer_kind {
     HO_BUF_DEVICE,      /* cuMemAlloc / cuMemAllocPitch */
     HO_BUF_ASYNC,       /* cuMemAllocAsync / FromPoolAsync */
@@ -30,7 +32,9 @@ struct ho_buffer {
     enum ho_buffer_kind kind;
     bool pinned;                 /* never moved (IPC-exported, app-owned VMM, small) */
     bool live;
-    _Atomic uint64_t uses;       /* launches and copies that touched it */
+    struct ho_managed *engine;   /* the engine's state while it manages the buffer, else NULL */
+    _Atomic uint64_t uses;       /* some of the launches and copies that touched it: the launch
+                                  * path counts per thread, ho_track_uses() adds it all up */
 };
 
 bool ho_registry_init(void);
@@ -44,6 +48,8 @@ struct ho_buffer *ho_registry_remove(uint64_t base, unsigned kinds);
  * `each` (may be NULL) sees each removed buffer. */
 int ho_registry_remove_range(uint64_t base, uint64_t size, unsigned kinds,
                              void (*each)(struct ho_buffer *b, void *arg), void *arg);
+/* Removes the live engine-managed buffer that starts at base; returns it or NULL. */
+struct ho_buffer *ho_registry_remove_managed(uint64_t base);
 /* Forgets everything (fork child). */
 void ho_registry_reset(void);
 
@@ -54,6 +60,10 @@ void ho_registry_read_end(void);
 struct ho_buffer *ho_registry_lookup_locked(uint64_t addr);
 /* Cheap reject: false when addr cannot be inside any tracked buffer (no lock needed). */
 bool ho_registry_maybe(uint64_t addr);
+/* For the launch path (read lock held): the [lo, hi) bound of every live buffer, and the
+ * generation, which every add and remove bumps (what was looked up under an unchanged generation
+ * is still true). */
+void ho_registry_bounds(uint64_t *lo, uint64_t *hi, uint64_t *gen);
 
 /* Iterates over every buffer record, live or freed, in creation order (for the report). */
 void ho_registry_foreach(void (*fn)(const struct ho_buffer *b, void *arg), void *arg);

@@ -4,6 +4,7 @@
 #include "registry.h"
 #include "stats.h"
 #include "track.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,8 +103,10 @@ int ho_report_write(const char *pattern, const char *mode, const struct ho_repor
                tmp);
         return -1;
     }
-    fprintf(f, "{\n  \"hostoff_report\": 1,\n  \"mode\": \"%s\",\n  \"pid\": %ld,\n  \"rank\": %ld,",
-            mode, (long)getpid(), ho_rank());
+    fprintf(f,
+            "{\n  \"hostoff_report\": 1,\n  \"mode\": \"%s\",\n  \"backend\": \"%s\",\n"
+            "  \"pid\": %ld,\n  \"rank\": %ld,",
+            mode, ho_engine_backend_name(), (long)getpid(), ho_rank());
     bool first_group = true;
     fprintf(f, "%s", "");
     write_group(f, "counts", &first_group);

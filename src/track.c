@@ -5,6 +5,7 @@
 #include "log.h"
 #include "paramcache.h"
 #include "stats.h"
+#include "engine.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -273,22 +274,41 @@ static void scan_launch(const void *func, void **params, void **extra, struct to
     if (params != NULL || extra != NULL) ho_count(&ho_stats.counts_unknown_layout_launches, 1);
 }
 
-void ho_track_launch(const void *func, void **params, void **extra) {
-    struct touch_set t;
-    t.n = 0;
-    t.u = thread_uses_get();
+/* Scans a launch's parameters with the registry's read side held (the caller releases it). */
+static void launch_scan(const void *func, void **params, void **extra, struct touch_set *t) {
+    t->n = 0;
+    t->u = thread_uses_get();
     uint64_t generation;
     ho_registry_read_begin();
-    ho_registry_bounds(&t.lo, &t.hi, &generation);
-    if (t.u != NULL && t.u->generation != generation) {
+    ho_registry_bounds(&t->lo, &t->hi, &generation);
+    if (t->u != NULL && t->u->generation != generation) {
         for (unsigned i = 0; i < USE_CACHE; i++)
-            if (atomic_load_explicit(&t.u->cache_id[i], memory_order_relaxed) != 0)
-                entry_flush(t.u, i);
-        t.u->generation = generation;
+            if (atomic_load_explicit(&t->u->cache_id[i], memory_order_relaxed) != 0)
+                entry_flush(t->u, i);
+        t->u->generation = generation;
     }
-    scan_launch(func, params, extra, &t);
+    scan_launch(func, params, extra, t);
+}
+
+void ho_track_launch(const void *func, void **params, void **extra) {
+    struct touch_set t;
+    launch_scan(func, params, extra, &t);
     ho_registry_read_end();
     ho_count(&ho_stats.counts_launches, 1);
+}
+
+void ho_track_launch_begin(const void *func, void **params, void **extra, CUstream s,
+                           bool per_thread, struct ho_engine_touch *et) {
+    struct touch_set t;
+    launch_scan(func, params, extra, &t);
+    /* Inside the read side: a buffer found here cannot be freed before its use is announced. */
+    ho_engine_prepare(t.b, t.n, s, per_thread, true, et);
+    ho_registry_read_end();
+}
+
+void ho_track_launch_end(struct ho_engine_touch *et, CUstream s, bool per_thread, CUresult rc) {
+    ho_engine_finish(et, s, per_thread, rc == CUDA_SUCCESS);
+    if (rc == CUDA_SUCCESS) ho_count(&ho_stats.counts_launches, 1);
 }
 
 void ho_track_touch(uint64_t addr) {
@@ -296,6 +316,25 @@ void ho_track_touch(uint64_t addr) {
     ho_registry_read_begin();
     struct ho_buffer *b = ho_registry_lookup_locked(addr);
     if (b != NULL) atomic_fetch_add_explicit(&b->uses, 1, memory_order_relaxed);
+    ho_registry_read_end();
+}
+
+void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread,
+                           bool restore, struct ho_engine_touch *et) {
+    struct ho_buffer *bufs[HO_TOUCH_MAX];
+    int nb = 0;
+    ho_registry_read_begin();
+    for (int i = 0; i < n && nb < HO_TOUCH_MAX; i++) {
+        if (!ho_registry_maybe(addrs[i])) continue;
+        struct ho_buffer *b = ho_registry_lookup_locked(addrs[i]);
+        if (b == NULL) continue;
+        bool seen = false;
+        for (int k = 0; k < nb && !seen; k++) seen = bufs[k] == b;
+        if (seen) continue;
+        atomic_fetch_add_explicit(&b->uses, 1, memory_order_relaxed);
+        bufs[nb++] = b;
+    }
+    ho_engine_prepare(bufs, nb, s, per_thread, restore, et);
     ho_registry_read_end();
 }
 
@@ -426,13 +465,37 @@ void ho_track_graph_kernel_params(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAM
     pthread_mutex_unlock(&graphs_lock);
 }
 
-void ho_track_graph_launch(CUgraphExec exec) {
+/* The addresses an instantiated graph references (a copy the caller frees), or NULL. */
+static uint64_t *graph_addrs(CUgraphExec exec, int *n) {
     pthread_mutex_lock(&graphs_lock);
     struct graph_refs *g = graph_find(exec);
-    if (g != NULL)
-        for (size_t i = 0; i < g->n; i++) ho_track_touch(g->addrs[i]);
+    uint64_t *copy = NULL;
+    *n = 0;
+    if (g != NULL && g->n > 0 && (copy = malloc(g->n * sizeof *copy)) != NULL) {
+        memcpy(copy, g->addrs, g->n * sizeof *copy);
+        *n = (int)g->n;
+    }
     pthread_mutex_unlock(&graphs_lock);
+    return copy;
+}
+
+void ho_track_graph_launch(CUgraphExec exec) {
+    int n;
+    uint64_t *addrs = graph_addrs(exec, &n);
+    for (int i = 0; i < n; i++) ho_track_touch(addrs[i]);
+    free(addrs);
     ho_count(&ho_stats.counts_graph_launches, 1);
+}
+
+/* Every buffer a graph references is made resident before the graph runs (graph nodes cannot
+ * wait for the engine). Beyond HO_TOUCH_MAX buffers the rest stay wherever they are: host-mapped
+ * buffers still read correctly, slowly. */
+void ho_track_graph_launch_begin(CUgraphExec exec, CUstream s, bool per_thread,
+                                 struct ho_engine_touch *et) {
+    int n;
+    uint64_t *addrs = graph_addrs(exec, &n);
+    ho_track_access_begin(addrs, n, s, per_thread, true, et);
+    free(addrs);
 }
 
 void ho_track_graph_destroy(CUgraphExec exec) {

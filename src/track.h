@@ -5,6 +5,7 @@
 #define HOSTOFF_TRACK_H
 
 #include "cuda_api.h"
+#include "engine.h"
 #include "registry.h"
 
 #include <stdint.h>
@@ -17,6 +18,16 @@ void ho_track_pin(uint64_t addr);
 void ho_track_launch(const void *func, void **params, void **extra);
 /* A copy or memset touching [addr, addr + bytes). */
 void ho_track_touch(uint64_t addr);
+
+/* Offload mode: the same, around the real call, so the engine can make the buffers usable first
+ * (launches restore them; copies use them wherever they are) and knows when the use is issued. */
+void ho_track_launch_begin(const void *func, void **params, void **extra, CUstream s,
+                           bool per_thread, struct ho_engine_touch *et);
+void ho_track_launch_end(struct ho_engine_touch *et, CUstream s, bool per_thread, CUresult rc);
+void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread,
+                           bool restore, struct ho_engine_touch *et);
+void ho_track_graph_launch_begin(CUgraphExec exec, CUstream s, bool per_thread,
+                                 struct ho_engine_touch *et);
 
 void ho_track_graph_instantiate(CUgraphExec exec, CUgraph graph);
 void ho_track_graph_kernel_params(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAMS *params);

@@ -199,7 +199,7 @@ class LinkedLaunch(Case):
         self.quiet(r)
         self.check_expect(r)
         rep = r.report
-        self.assertEqual(rep["mode"], "track")
+        self.assertEqual(rep["mode"], "offload")  # the default
         self.assertEqual(rep["counts"]["unknown_layout_launches"], 0)
         self.assertEqual(rep["interpose"]["proc_lookups"], 0)
         kinds = [b["kind"] for b in sorted(rep["buffers"], key=lambda b: b["id"])]
@@ -475,7 +475,7 @@ class MalformedEnv(Case):
             self.ok(r, f"{var}={val}")
             self.one_line(r, var)
             self.assertEqual(base.lines("data:"), r.lines("data:"))
-            self.assertEqual(r.report["mode"], "track")  # the default stays
+            self.assertEqual(r.report["mode"], "offload")  # the default stays
             self.check_expect(r)
         r = run("ip_threads", env={"HOSTOFF_MODE": "bogus"})
         self.ok(r)

@@ -146,8 +146,6 @@ CUresult sim_ctx_sync_locked(struct sim_ctx *ctx) {
     struct sim_device *dev = ctx->dev;
     sim_device_drain(dev);
     uint64_t end = 0;
-    for (struct sim_op *op = dev->inflight; op != NULL; op = op->inflight_next)
-        if (op->end_ns > end) end = op->end_ns;
     if (dev->h2d_free_ns > end) end = dev->h2d_free_ns;
     if (dev->d2h_free_ns > end) end = dev->d2h_free_ns;
     if (ctx->blocking_end_ns > end) end = ctx->blocking_end_ns;
@@ -161,25 +159,53 @@ static bool ranges_overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn) {
     return a < b + bn && b < a + an;
 }
 
+static void heap_swap(struct sim_op **h, size_t a, size_t b) {
+    struct sim_op *t = h[a];
+    h[a] = h[b];
+    h[b] = t;
+}
+
+/* Keeps a record of op (referenced) until it has surely ended. */
+static void inflight_push(struct sim_device *dev, struct sim_op *op) {
+    if (dev->ninflight == dev->cap_inflight) {
+        size_t cap = dev->cap_inflight ? dev->cap_inflight * 2 : 256;
+        struct sim_op **n = realloc(dev->inflight, cap * sizeof *n);
+        if (n == NULL) return; /* an unrecorded operation only weakens hazard detection */
+        dev->inflight = n;
+        dev->cap_inflight = cap;
+    }
+    op->refs++;
+    size_t i = dev->ninflight++;
+    dev->inflight[i] = op;
+    while (i > 0 && dev->inflight[(i - 1) / 2]->end_ns > dev->inflight[i]->end_ns) {
+        heap_swap(dev->inflight, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
 /* Drops in-flight records that can no longer matter: they ended before `floor`, and no later
  * check can ask about an earlier time. */
 static void inflight_prune(struct sim_device *dev, uint64_t floor) {
-    struct sim_op **pp = &dev->inflight;
-    while (*pp != NULL) {
-        struct sim_op *op = *pp;
-        if (op->end_ns <= floor) {
-            *pp = op->inflight_next;
-            op->in_inflight = false;
-            sim_op_release(op);
-        } else {
-            pp = &op->inflight_next;
+    struct sim_op **h = dev->inflight;
+    while (dev->ninflight > 0 && h[0]->end_ns <= floor) {
+        sim_op_release(h[0]);
+        h[0] = h[--dev->ninflight];
+        size_t i = 0;
+        for (;;) {
+            size_t l = 2 * i + 1, r = l + 1, m = i;
+            if (l < dev->ninflight && h[l]->end_ns < h[m]->end_ns) m = l;
+            if (r < dev->ninflight && h[r]->end_ns < h[m]->end_ns) m = r;
+            if (m == i) break;
+            heap_swap(h, i, m);
+            i = m;
         }
     }
 }
 
 static void hazard_scan(struct sim_device *dev, uint64_t addr, uint64_t bytes, uint64_t at_ns,
                         const struct sim_op *self) {
-    for (struct sim_op *op = dev->inflight; op != NULL; op = op->inflight_next) {
+    for (size_t k = 0; k < dev->ninflight; k++) {
+        const struct sim_op *op = dev->inflight[k];
         if (op == self || op->end_ns <= at_ns || op->failed) continue;
         for (int i = 0; i < op->nrefs; i++) {
             if (ranges_overlap(op->refs_list[i].addr, op->refs_list[i].bytes, addr, bytes)) {
@@ -430,12 +456,7 @@ static void op_complete(struct sim_device *dev, struct sim_op *op) {
     /* The first operation to complete after the fault is the one that faulted (or, for a fault
      * on another device, the first this device skipped): waiting for it reveals the error. */
     if (sim.device_error != CUDA_SUCCESS && dev->fault_seq == 0) dev->fault_seq = op->seq;
-    if (op->nrefs > 0 && !op->failed) {
-        op->refs++;
-        op->in_inflight = true;
-        op->inflight_next = dev->inflight;
-        dev->inflight = op;
-    }
+    if (op->nrefs > 0 && !op->failed) inflight_push(dev, op);
     uint64_t floor = sim_now();
     if (op->enq_ns < floor) floor = op->enq_ns;
     inflight_prune(dev, floor);

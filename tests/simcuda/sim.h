@@ -100,7 +100,10 @@ struct sim_device {
     uint64_t max_end_ns;        /* latest virtual end of anything that ran */
     uint64_t fault_seq;         /* seq of the first operation that failed on a fault, 0 if none */
     /* Operations that have run and may still be in flight in virtual time (for hazards). */
-    struct sim_op *inflight;
+    /* Operations that have run and may still be in flight in virtual time (for hazards): a
+     * min-heap on end_ns, so pruning what has ended costs log n per operation. */
+    struct sim_op **inflight;
+    size_t ninflight, cap_inflight;
     CUmemoryPool default_pool;
 };
 
@@ -206,8 +209,6 @@ struct sim_op {
     struct sim_range_ref *refs_list; /* ranges this operation touches (hazards, remote, managed) */
     int nrefs;
     struct sim_op *next;        /* FIFO link */
-    struct sim_op *inflight_next;
-    bool in_inflight;
     union {
         struct sim_kernel_op kernel;
         struct sim_copy_op copy;

@@ -1,0 +1,216 @@
+/* The engine's arena: per-device setup (context, copy streams, handle properties), address ranges
+ * for buffers and copy windows, pinned host slots and events, each reused rather than recreated.
+ * Callers hold eng.lock. */
+#include "engine_internal.h"
+
+#include "driver.h"
+#include "log.h"
+
+#include <stdlib.h>
+
+struct va_range {
+    CUdeviceptr va;
+    uint64_t span;
+    struct va_range *next;
+};
+
+void ho_ctx_push(struct ho_dev *d) {
+    ho_real.cuCtxPushCurrent_v2(d->ctx);
+}
+
+void ho_ctx_pop(void) {
+    CUcontext ignored;
+    ho_real.cuCtxPopCurrent_v2(&ignored);
+}
+
+static bool attribute(CUdevice dev, CUdevice_attribute a) {
+    int v = 0;
+    return ho_real.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS && v != 0;
+}
+
+/* The host location this driver supports for VMM handles, or false: then only uvm can work. */
+static bool choose_host_location(CUdevice dev, CUmemLocation *loc) {
+    if (attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)) {
+        loc->type = CU_MEM_LOCATION_TYPE_HOST;
+        loc->id = 0;
+        return true;
+    }
+    if (attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)) {
+        int numa = 0;
+        ho_real.cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev);
+        loc->type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        loc->id = numa < 0 ? 0 : numa;
+        return true;
+    }
+    return false;
+}
+
+bool ho_dev_setup(int device) {
+    struct ho_dev *d = &eng.dev[device];
+    if (d->ready) return true;
+    if (d->failed) return false;
+    d->failed = true; /* until everything below succeeded */
+    CUdevice dev;
+    if (ho_real.cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+        ho_real.cuDevicePrimaryCtxRetain(&d->ctx, dev) != CUDA_SUCCESS)
+        return false;
+    size_t total = 0;
+    ho_real.cuDeviceTotalMem_v2(&total, dev);
+    d->total_mem = total;
+    d->budget = ho_amount_resolve(&ho_options()->budget, total);
+    d->dev_prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                                     .id = device}};
+    d->host_prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED};
+    bool host_vmm = choose_host_location(dev, &d->host_prop.location);
+    if (eng.backend == HO_BACKEND_AUTO) {
+        bool vmm = attribute(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+        eng.backend = vmm && host_vmm ? HO_BACKEND_VMM : HO_BACKEND_UVM;
+        ho_log(HO_LOG_INFO, "backend %s (host-located VMM handles %s)",
+               eng.backend == HO_BACKEND_VMM ? "vmm" : "uvm",
+               host_vmm ? "supported" : "not supported");
+    } else if (eng.backend == HO_BACKEND_VMM && !host_vmm) {
+        ho_log(HO_LOG_WARN, "HOSTOFF_BACKEND=vmm, but the driver has no host-located VMM "
+                            "handles: using uvm");
+        eng.backend = HO_BACKEND_UVM;
+    }
+    size_t gran = 0;
+    if (ho_real.cuMemGetAllocationGranularity(&gran, &d->dev_prop,
+                                              CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+        gran == 0)
+        return false;
+    if (gran > eng.granule) eng.granule = gran;
+    ho_ctx_push(d);
+    bool ok = true;
+    for (int q = 0; q < HO_NQUEUES && ok; q++)
+        ok = ho_real.cuStreamCreate(&d->stream[q], CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+    ho_ctx_pop();
+    if (!ok) return false;
+    d->failed = false;
+    d->ready = true;
+    return true;
+}
+
+/* The event pool has its own lock: ho_engine_finish takes events without eng.lock. */
+static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
+
+CUevent ho_event_get(struct ho_dev *d) {
+    pthread_mutex_lock(&events_lock);
+    CUevent e = d->nfree_events > 0 ? d->free_events[--d->nfree_events] : NULL;
+    pthread_mutex_unlock(&events_lock);
+    if (e != NULL) return e;
+    ho_ctx_push(d);
+    if (ho_real.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) e = NULL;
+    ho_ctx_pop();
+    return e;
+}
+
+/* An event goes back once nothing will wait on its current record: a cuStreamWaitEvent already
+ * enqueued keeps the state it saw, so re-recording it later changes nothing there. */
+void ho_event_put(struct ho_dev *d, CUevent e) {
+    if (e == NULL) return;
+    pthread_mutex_lock(&events_lock);
+    if (d->nfree_events == d->cap_events) {
+        size_t cap = d->cap_events ? d->cap_events * 2 : 64;
+        CUevent *n = realloc(d->free_events, cap * sizeof *n);
+        if (n == NULL) {
+            pthread_mutex_unlock(&events_lock);
+            ho_real.cuEventDestroy_v2(e);
+            return;
+        }
+        d->free_events = n;
+        d->cap_events = cap;
+    }
+    d->free_events[d->nfree_events++] = e;
+    pthread_mutex_unlock(&events_lock);
+}
+
+CUdeviceptr ho_va_get(uint64_t span) {
+    for (struct va_range **pp = &eng.va_pool; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->span == span) {
+            struct va_range *r = *pp;
+            *pp = r->next;
+            CUdeviceptr va = r->va;
+            free(r);
+            return va;
+        }
+    }
+    CUdeviceptr va = 0;
+    if (ho_real.cuMemAddressReserve(&va, span, 0, 0, 0) != CUDA_SUCCESS) return 0;
+    return va;
+}
+
+void ho_va_put(CUdeviceptr va, uint64_t span) {
+    struct va_range *r = malloc(sizeof *r);
+    if (r == NULL) {
+        ho_real.cuMemAddressFree(va, span);
+        return;
+    }
+    r->va = va;
+    r->span = span;
+    r->next = eng.va_pool;
+    eng.va_pool = r;
+}
+
+bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
+               int device) {
+    (void)d;
+    if (ho_real.cuMemMap(va, span, 0, h, 0) != CUDA_SUCCESS) return false;
+    CUmemAccessDesc rw = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (ho_real.cuMemSetAccess(va, span, &rw, 1) != CUDA_SUCCESS) {
+        ho_real.cuMemUnmap(va, span);
+        return false;
+    }
+    return true;
+}
+
+/* Host memory held stays within 1.05x of what buffers use: past that, returned slots are
+ * released instead of pooled. */
+static bool pool_has_room(uint64_t span) {
+    return (eng.host_pooled + span) * 20 <= eng.host_used + eng.host_pooled + span;
+}
+
+struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
+    for (struct ho_host_slot **pp = &eng.host_pool; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->span == span) {
+            struct ho_host_slot *s = *pp;
+            *pp = s->next;
+            eng.host_pooled -= span;
+            eng.host_used += span;
+            return s;
+        }
+    }
+    if (eng.host_used + eng.host_pooled + span > eng.host_limit) return NULL;
+    struct ho_host_slot *s = calloc(1, sizeof *s);
+    if (s == NULL) return NULL;
+    s->span = span;
+    int device = (int)(d - eng.dev);
+    if (ho_real.cuMemCreate(&s->handle, span, &d->host_prop, 0) != CUDA_SUCCESS) {
+        free(s);
+        return NULL;
+    }
+    s->window = ho_va_get(span);
+    if (s->window == 0 || !ho_map_rw(d, s->window, span, s->handle, device)) {
+        if (s->window != 0) ho_va_put(s->window, span);
+        ho_real.cuMemRelease(s->handle);
+        free(s);
+        return NULL;
+    }
+    eng.host_used += span;
+    return s;
+}
+
+void ho_host_slot_put(struct ho_host_slot *s) {
+    eng.host_used -= s->span;
+    if (pool_has_room(s->span)) {
+        s->next = eng.host_pool;
+        eng.host_pool = s;
+        eng.host_pooled += s->span;
+        return;
+    }
+    ho_real.cuMemUnmap(s->window, s->span);
+    ho_va_put(s->window, s->span);
+    ho_real.cuMemRelease(s->handle);
+    free(s);
+}

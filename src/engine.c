@@ -1,0 +1,790 @@
+/* The residency engine: managed buffers, their moves, and the calls the hooks make.
+ * The state machine and the protocol that keeps remaps safe are described in engine.h. */
+#include "engine_internal.h"
+
+#include "driver.h"
+#include "log.h"
+#include "policy.h"
+#include "stats.h"
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct ho_engine eng = {.lock = PTHREAD_MUTEX_INITIALIZER, .granule = 2u << 20};
+
+/* ------------------------------------------------------------------------------ the clock */
+
+typedef uint64_t (*sim_clock_fn)(void);
+static sim_clock_fn sim_clock;
+static bool sim_clock_probed;
+
+uint64_t ho_clock_ns(void) {
+    if (!sim_clock_probed) {
+        /* Under the simulator, stalls are measured in its virtual time, like everything else. */
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        void *f = h != NULL ? ho_real_dlsym_fn(h, "simcuda_now_ns") : NULL;
+        sim_clock = (sim_clock_fn)(uintptr_t)f;
+        sim_clock_probed = true;
+    }
+    if (sim_clock != NULL) return sim_clock();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *ho_engine_backend_name(void) {
+    switch (eng.backend) {
+    case HO_BACKEND_VMM: return "vmm";
+    case HO_BACKEND_UVM: return "uvm";
+    default: return "none";
+    }
+}
+
+bool ho_engine_active(void) {
+    return eng.active;
+}
+
+void ho_engine_init(const struct ho_options *o) {
+    eng.backend = o->backend;
+    eng.min_bytes = o->min_bytes;
+    eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
+    eng.active = true;
+}
+
+/* -------------------------------------------------------------------------- accounting */
+
+static struct ho_dev *dev_of(const struct ho_managed *m) {
+    return &eng.dev[m->device];
+}
+
+static void device_bytes(int64_t delta) {
+    uint64_t now = atomic_fetch_add(&ho_stats.bytes_device_now, (uint64_t)delta) + (uint64_t)delta;
+    if (delta > 0) ho_peak(&ho_stats.bytes_peak_device, now);
+}
+
+static void note_host_peak(void) {
+    ho_peak(&ho_stats.bytes_peak_host, eng.host_used + eng.host_pooled);
+}
+
+/* ---------------------------------------------------------------------------- uses */
+
+static void users_lock(struct ho_managed *m) {
+    while (atomic_flag_test_and_set_explicit(&m->users_lock, memory_order_acquire)) sched_yield();
+}
+
+static void users_unlock(struct ho_managed *m) {
+    atomic_flag_clear_explicit(&m->users_lock, memory_order_release);
+}
+
+static bool implicit_per_thread(CUstream s, bool per_thread) {
+    return per_thread && (s == NULL || s == CU_STREAM_PER_THREAD);
+}
+
+/* Records that work using m is being queued on s. A per-thread default stream cannot be named
+ * from another thread: those uses are recorded as events after the call (ho_engine_finish). */
+static void add_user(struct ho_managed *m, CUstream s, bool per_thread) {
+    atomic_store_explicit(&m->last_use, atomic_fetch_add(&eng.use_seq, 1) + 1,
+                          memory_order_relaxed);
+    if (implicit_per_thread(s, per_thread)) return;
+    if (s == NULL) s = CU_STREAM_LEGACY;
+    users_lock(m);
+    bool known = false;
+    for (int i = 0; i < m->nusers && !known; i++) known = m->users[i] == s;
+    if (!known) {
+        if (m->nusers < HO_MAX_USERS) m->users[m->nusers++] = s;
+        else m->users_overflow = true;
+    }
+    users_unlock(m);
+}
+
+/* Waits until no use of m is being issued. Called with eng.lock held, after m's state changed
+ * away from what the fast path accepts: uses that saw the old state finish issuing first. */
+static void wait_pending(struct ho_managed *m) {
+    while (atomic_load(&m->pending) != 0) sched_yield();
+}
+
+/* Makes copy queue q of m's device wait for every use of m queued so far (eng.lock held, the
+ * device context current). Those uses are then covered: the list starts afresh. */
+static void barrier(struct ho_managed *m, int q) {
+    struct ho_dev *d = dev_of(m);
+    users_lock(m);
+    int n = m->nusers, ne = m->nuse_events;
+    bool overflow = m->users_overflow;
+    CUstream users[HO_MAX_USERS];
+    CUevent events[HO_MAX_USERS];
+    memcpy(users, m->users, sizeof users);
+    memcpy(events, m->use_events, sizeof events);
+    m->nusers = m->nuse_events = 0;
+    m->users_overflow = false;
+    users_unlock(m);
+    if (overflow) {
+        /* More streams than tracked: wait for the whole device (rare; correct, slow). */
+        ho_real.cuCtxSynchronize();
+    }
+    for (int i = 0; i < n; i++) {
+        CUevent e = ho_event_get(d);
+        if (e == NULL || ho_real.cuEventRecord(e, users[i]) != CUDA_SUCCESS ||
+            ho_real.cuStreamWaitEvent(d->stream[q], e, 0) != CUDA_SUCCESS) {
+            /* Cannot order after that stream: wait for the device instead. */
+            ho_real.cuCtxSynchronize();
+        }
+        ho_event_put(d, e);
+    }
+    for (int i = 0; i < ne; i++) {
+        if (ho_real.cuStreamWaitEvent(d->stream[q], events[i], 0) != CUDA_SUCCESS)
+            ho_real.cuCtxSynchronize();
+        ho_event_put(d, events[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------------- moves */
+
+static void enqueue(struct ho_dev *d, int q, struct ho_transition *tr) {
+    tr->next = NULL;
+    if (d->tail[q] != NULL) d->tail[q]->next = tr;
+    else d->head[q] = tr;
+    d->tail[q] = tr;
+    atomic_fetch_add(&eng.inflight, 1);
+}
+
+/* Records the end of a move's copy and queues it (eng.lock held, context current). */
+static bool finish_submit(struct ho_dev *d, int q, struct ho_transition *tr) {
+    tr->done = ho_event_get(d);
+    if (tr->done == NULL || ho_real.cuEventRecord(tr->done, d->stream[q]) != CUDA_SUCCESS) {
+        /* No event: wait for the copy now, so completion can proceed at once. */
+        ho_real.cuStreamSynchronize(d->stream[q]);
+        if (tr->done != NULL) {
+            ho_event_put(d, tr->done);
+            tr->done = NULL;
+        }
+    }
+    tr->m->tr = tr;
+    tr->start_ns = ho_clock_ns();
+    enqueue(d, q, tr);
+    return true;
+}
+
+static bool start_evict(struct ho_managed *m) {
+    struct ho_dev *d = dev_of(m);
+    struct ho_transition *tr = calloc(1, sizeof *tr);
+    if (tr == NULL) return false;
+    tr->kind = HO_TR_EVICT;
+    tr->m = m;
+    ho_ctx_push(d);
+    if (eng.backend == HO_BACKEND_VMM) {
+        tr->host = ho_host_slot_get(d, m->span);
+        if (tr->host == NULL) {
+            ho_ctx_pop();
+            free(tr);
+            return false;
+        }
+        note_host_peak();
+    }
+    atomic_store(&m->state, HO_EVICTING);
+    wait_pending(m);
+    barrier(m, HO_Q_EVICT);
+    CUresult rc;
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = ho_real.cuMemcpyDtoDAsync_v2(tr->host->window, m->va, m->span, d->stream[HO_Q_EVICT]);
+    } else {
+        CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST};
+        rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, host, 0, d->stream[HO_Q_EVICT]);
+    }
+    if (rc != CUDA_SUCCESS) {
+        ho_log(HO_LOG_WARN, "evicting a %llu-byte buffer failed (error %d): it stays on the device",
+               (unsigned long long)m->size, (int)rc);
+        atomic_store(&m->state, HO_RESIDENT);
+        if (tr->host != NULL) ho_host_slot_put(tr->host);
+        ho_ctx_pop();
+        free(tr);
+        return false;
+    }
+    finish_submit(d, HO_Q_EVICT, tr);
+    d->evicting += m->span;
+    ho_ctx_pop();
+    return true;
+}
+
+/* Maps va to handle h with device access; on failure maps `fallback` back (the handle that still
+ * holds the bytes). */
+static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
+                  CUmemGenericAllocationHandle fallback) {
+    struct ho_dev *d = dev_of(m);
+    if (ho_real.cuMemUnmap(m->va, m->span) != CUDA_SUCCESS) return false;
+    if (ho_map_rw(d, m->va, m->span, h, m->device)) return true;
+    if (!ho_map_rw(d, m->va, m->span, fallback, m->device))
+        ho_log(HO_LOG_ERROR, "cannot map a buffer back at %#llx: its bytes are safe in handle %#llx "
+                             "but the address is unmapped",
+               (unsigned long long)m->va, (unsigned long long)fallback);
+    return false;
+}
+
+static void start_free(struct ho_managed *m);
+
+static void complete_evict(struct ho_transition *tr) {
+    struct ho_managed *m = tr->m;
+    struct ho_dev *d = dev_of(m);
+    d->evicting -= m->span;
+    if (atomic_load(&m->state) != HO_EVICTING) { /* cancelled: the device copy is current */
+        if (tr->host != NULL) ho_host_slot_put(tr->host);
+        return;
+    }
+    if (eng.backend == HO_BACKEND_VMM) {
+        if (!remap(m, tr->host->handle, m->dev)) {
+            atomic_store(&m->state, HO_RESIDENT);
+            ho_host_slot_put(tr->host);
+            return;
+        }
+        ho_real.cuMemRelease(m->dev);
+        m->dev = 0;
+        m->host = tr->host;
+    }
+    d->resident -= m->span;
+    device_bytes(-(int64_t)m->span);
+    atomic_store(&m->state, HO_HOST);
+    ho_count(&ho_stats.counts_evictions, 1);
+    ho_count(&ho_stats.bytes_to_host, m->span);
+}
+
+static void complete_restore(struct ho_transition *tr) {
+    struct ho_managed *m = tr->m;
+    struct ho_dev *d = dev_of(m);
+    bool ok = atomic_load(&m->state) == HO_RESTORING;
+    if (ok && eng.backend == HO_BACKEND_VMM) ok = remap(m, tr->dev, m->host->handle);
+    if (!ok) { /* cancelled, or the remap failed: the host copy is current */
+        if (eng.backend == HO_BACKEND_VMM) {
+            ho_real.cuMemUnmap(tr->window, m->span);
+            ho_va_put(tr->window, m->span);
+            ho_real.cuMemRelease(tr->dev);
+        }
+        d->resident -= m->span;
+        device_bytes(-(int64_t)m->span);
+        atomic_store(&m->state, HO_HOST);
+        return;
+    }
+    if (eng.backend == HO_BACKEND_VMM) {
+        ho_real.cuMemUnmap(tr->window, m->span);
+        ho_va_put(tr->window, m->span);
+        ho_host_slot_put(m->host);
+        m->host = NULL;
+        m->dev = tr->dev;
+    }
+    atomic_store(&m->state, HO_RESIDENT);
+    ho_count(&ho_stats.counts_restores, 1);
+    ho_count(&ho_stats.bytes_to_device, m->span);
+}
+
+static void complete_free(struct ho_transition *tr) {
+    struct ho_managed *m = tr->m;
+    struct ho_dev *d = dev_of(m);
+    bool on_device = atomic_load(&m->state) == HO_RESIDENT;
+    if (eng.backend == HO_BACKEND_VMM) {
+        ho_real.cuMemUnmap(m->va, m->span);
+        if (m->dev != 0) ho_real.cuMemRelease(m->dev);
+        if (m->host != NULL) ho_host_slot_put(m->host);
+        ho_va_put(m->va, m->span);
+    } else {
+        ho_real.cuMemFree_v2(m->va);
+    }
+    if (on_device) {
+        d->resident -= m->span;
+        device_bytes(-(int64_t)m->span);
+    }
+    for (struct ho_managed **pp = &eng.all; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == m) {
+            *pp = m->next;
+            break;
+        }
+    }
+}
+
+/* Completes the head of queue q (its copy is done). eng.lock held. */
+static void complete_head(struct ho_dev *d, int q) {
+    struct ho_transition *tr = d->head[q];
+    d->head[q] = tr->next;
+    if (d->head[q] == NULL) d->tail[q] = NULL;
+    atomic_fetch_sub(&eng.inflight, 1);
+    struct ho_managed *m = tr->m;
+    ho_ctx_push(d);
+    switch (tr->kind) {
+    case HO_TR_EVICT: complete_evict(tr); break;
+    case HO_TR_RESTORE: complete_restore(tr); break;
+    case HO_TR_FREE: complete_free(tr); break;
+    }
+    ho_event_put(d, tr->done);
+    ho_ctx_pop();
+    bool freed = tr->kind == HO_TR_FREE;
+    free(tr);
+    if (freed) {
+        free(m);
+        return;
+    }
+    m->tr = NULL;
+    if (m->free_requested) start_free(m);
+}
+
+/* Waits for the move in flight on m (if any) and completes it and everything queued before it on
+ * the same queue. Returns the stall in ns. eng.lock held. */
+static uint64_t wait_move(struct ho_managed *m) {
+    struct ho_transition *tr = m->tr;
+    if (tr == NULL) return 0;
+    struct ho_dev *d = dev_of(m);
+    int q = tr->kind == HO_TR_RESTORE ? HO_Q_RESTORE : HO_Q_EVICT;
+    uint64_t t0 = ho_clock_ns();
+    if (tr->done != NULL) {
+        ho_ctx_push(d);
+        ho_real.cuEventSynchronize(tr->done);
+        ho_ctx_pop();
+    }
+    uint64_t stall = ho_clock_ns() - t0;
+    struct ho_transition *last = tr;
+    while (d->head[q] != NULL) {
+        bool stop = d->head[q] == last;
+        complete_head(d, q);
+        if (stop) break;
+    }
+    return stall;
+}
+
+static void start_free(struct ho_managed *m) {
+    struct ho_dev *d = dev_of(m);
+    m->free_requested = false;
+    struct ho_transition *tr = calloc(1, sizeof *tr);
+    if (tr == NULL) {
+        /* Out of memory: free synchronously instead, after the device is idle. */
+        ho_ctx_push(d);
+        ho_real.cuCtxSynchronize();
+        ho_ctx_pop();
+        struct ho_transition t = {.kind = HO_TR_FREE, .m = m};
+        complete_free(&t);
+        free(m);
+        return;
+    }
+    tr->kind = HO_TR_FREE;
+    tr->m = m;
+    ho_ctx_push(d);
+    barrier(m, HO_Q_EVICT);
+    finish_submit(d, HO_Q_EVICT, tr);
+    ho_ctx_pop();
+}
+
+/* ------------------------------------------------------------------------------- room */
+
+enum room { ROOM_OK, ROOM_OVER_LIMIT, ROOM_NONE };
+
+static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *protect, int n) {
+    for (int i = 0; i < n; i++)
+        if (protect[i] == m) return true;
+    return false;
+}
+
+/* Starts evicting least-valuable buffers of device d until `need` more bytes fit the budget,
+ * then waits for those evictions. eng.lock held. */
+static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                           int nprotect, uint64_t *stall) {
+    if (d->budget == UINT64_MAX || need > d->budget) return need > d->budget ? ROOM_NONE : ROOM_OK;
+    if (atomic_load(&eng.capturing) > 0) return ROOM_OVER_LIMIT; /* nothing moves meanwhile */
+    bool host_full = false;
+    while (d->resident - d->evicting + need > d->budget && !host_full) {
+        size_t n = 0, cap = 0;
+        for (struct ho_managed *m = eng.all; m != NULL; m = m->next) cap++;
+        struct ho_policy_candidate *c = calloc(cap ? cap : 1, sizeof *c);
+        uint64_t *victims = calloc(cap ? cap : 1, sizeof *victims);
+        if (c == NULL || victims == NULL) {
+            free(c);
+            free(victims);
+            break;
+        }
+        for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
+            if (dev_of(m) != d || m->pinned || m->tr != NULL ||
+                atomic_load(&m->state) != HO_RESIDENT || protected_buf(m, protect, nprotect))
+                continue;
+            c[n++] = (struct ho_policy_candidate){m->id, m->span, atomic_load(&m->last_use)};
+        }
+        uint64_t over = d->resident - d->evicting + need - d->budget;
+        size_t k = ho_policy_victims(HO_POLICY_LRU, over, c, n, victims, n);
+        size_t started = 0;
+        for (size_t i = 0; i < k && !host_full; i++) {
+            for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
+                if (m->id != victims[i]) continue;
+                if (start_evict(m)) started++;
+                else host_full = true;
+                break;
+            }
+        }
+        free(c);
+        free(victims);
+        if (started == 0) break;
+    }
+    /* The evictions free device memory only when their copies are done. */
+    while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL)
+        *stall += wait_move(d->head[HO_Q_EVICT]->m);
+    if (d->resident + need <= d->budget) return ROOM_OK;
+    return host_full ? ROOM_OVER_LIMIT : ROOM_NONE;
+}
+
+/* A device allocation failed for lack of memory: finish what is on its way out, then evict more.
+ * Returns true when something was freed. eng.lock held. */
+static bool reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
+    uint64_t before = d->resident;
+    while (d->head[HO_Q_EVICT] != NULL) *stall += wait_move(d->head[HO_Q_EVICT]->m);
+    if (d->resident < before) return true;
+    uint64_t saved = d->budget;
+    d->budget = d->resident > need ? d->resident - need : 0;
+    make_room(d, need, NULL, 0, stall);
+    d->budget = saved;
+    return d->resident < before;
+}
+
+static void count_stall(uint64_t ns) {
+    if (ns > 0) ho_count(&ho_stats.time_ns_stall, ns);
+}
+
+/* ----------------------------------------------------------------------- allocate, free */
+
+static CUresult create_device_handle(struct ho_dev *d, uint64_t span,
+                                     CUmemGenericAllocationHandle *h, uint64_t *stall) {
+    for (;;) {
+        CUresult rc = ho_real.cuMemCreate(h, span, &d->dev_prop, 0);
+        if (rc != CUDA_ERROR_OUT_OF_MEMORY) return rc;
+        if (!reclaim_device(d, span, stall)) return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+}
+
+static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *stall) {
+    enum room room = make_room(d, m->span, NULL, 0, stall);
+    if (room == ROOM_NONE) return CUDA_ERROR_OUT_OF_MEMORY;
+    ho_ctx_push(d);
+    CUresult rc;
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = create_device_handle(d, m->span, &m->dev, stall);
+        if (rc == CUDA_SUCCESS) {
+            m->va = ho_va_get(m->span);
+            if (m->va == 0 || !ho_map_rw(d, m->va, m->span, m->dev, m->device)) {
+                if (m->va != 0) ho_va_put(m->va, m->span);
+                ho_real.cuMemRelease(m->dev);
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+    } else {
+        rc = ho_real.cuMemAllocManaged(&m->va, m->span, CU_MEM_ATTACH_GLOBAL);
+        while (rc == CUDA_ERROR_OUT_OF_MEMORY && reclaim_device(d, m->span, stall))
+            rc = ho_real.cuMemAllocManaged(&m->va, m->span, CU_MEM_ATTACH_GLOBAL);
+        if (rc == CUDA_SUCCESS) {
+            CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->device};
+            ho_real.cuMemPrefetchAsync_v2(m->va, m->span, here, 0, d->stream[HO_Q_RESTORE]);
+        }
+    }
+    ho_ctx_pop();
+    if (rc != CUDA_SUCCESS) return rc;
+    d->resident += m->span;
+    device_bytes((int64_t)m->span);
+    atomic_store(&m->state, HO_RESIDENT);
+    m->next = eng.all;
+    eng.all = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind) {
+    if (!eng.active || bytes < eng.min_bytes || dptr == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    CUdevice device;
+    if (ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 ||
+        device >= HO_MAX_DEVICES)
+        return CUDA_ERROR_NOT_SUPPORTED; /* no context: the driver gives its own answer */
+    struct ho_managed *m = calloc(1, sizeof *m);
+    if (m == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    m->device = device;
+    m->size = bytes;
+    atomic_flag_clear(&m->users_lock);
+    uint64_t stall = 0;
+    pthread_mutex_lock(&eng.lock);
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+    if (ho_dev_setup(device)) {
+        m->span = (bytes + eng.granule - 1) / eng.granule * eng.granule;
+        rc = alloc_locked(&eng.dev[device], m, &stall);
+    }
+    pthread_mutex_unlock(&eng.lock);
+    count_stall(stall);
+    if (rc != CUDA_SUCCESS) {
+        free(m);
+        return rc;
+    }
+    /* The registry is written outside eng.lock: launches hold its read side while they take the
+     * engine lock, so the opposite order would deadlock. */
+    struct ho_buffer *b = ho_registry_add(m->va, bytes, device, kind);
+    if (b == NULL) {
+        pthread_mutex_lock(&eng.lock);
+        start_free(m);
+        pthread_mutex_unlock(&eng.lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->id = b->id;
+    m->record = b;
+    b->engine = m;
+    ho_count(&ho_stats.counts_allocs, 1);
+    ho_count(&ho_stats.bytes_allocated, bytes);
+    *dptr = m->va;
+    return CUDA_SUCCESS;
+}
+
+bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool async) {
+    if (!eng.active) return false;
+    /* Out of the registry first: no new use can find it. Then no use may still be issuing. */
+    struct ho_buffer *b = ho_registry_remove_managed(dptr);
+    if (b == NULL) return false;
+    struct ho_managed *m = b->engine;
+    ho_count(&ho_stats.counts_frees, 1);
+    pthread_mutex_lock(&eng.lock);
+    wait_pending(m);
+    m->record = NULL;
+    if (async) add_user(m, stream, per_thread);
+    if (async && implicit_per_thread(stream, per_thread)) {
+        /* The free is ordered after this thread's per-thread stream: wait for it here. */
+        ho_real.cuStreamSynchronize_ptsz(NULL);
+    }
+    switch (atomic_load(&m->state)) {
+    case HO_EVICTING: atomic_store(&m->state, HO_RESIDENT); break; /* cancel */
+    case HO_RESTORING: atomic_store(&m->state, HO_HOST); break;    /* cancel */
+    default: break;
+    }
+    if (m->tr != NULL) m->free_requested = true;
+    else start_free(m);
+    pthread_mutex_unlock(&eng.lock);
+    return true;
+}
+
+/* ---------------------------------------------------------------------------- restore */
+
+/* Brings m back to the device and waits for it (a demand restore). False when there is no room:
+ * m stays host-mapped and the use reads it remotely, correctly. eng.lock held. */
+static bool demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect) {
+    struct ho_dev *d = dev_of(m);
+    uint64_t stall = 0;
+    if (make_room(d, m->span, protect, nprotect, &stall) != ROOM_OK) {
+        count_stall(stall);
+        return false;
+    }
+    struct ho_transition *tr = calloc(1, sizeof *tr);
+    if (tr == NULL) return false;
+    tr->kind = HO_TR_RESTORE;
+    tr->m = m;
+    ho_ctx_push(d);
+    CUresult rc = CUDA_SUCCESS;
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = create_device_handle(d, m->span, &tr->dev, &stall);
+        if (rc == CUDA_SUCCESS) {
+            tr->window = ho_va_get(m->span);
+            if (tr->window == 0 || !ho_map_rw(d, tr->window, m->span, tr->dev, m->device)) {
+                if (tr->window != 0) ho_va_put(tr->window, m->span);
+                ho_real.cuMemRelease(tr->dev);
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+    }
+    if (rc != CUDA_SUCCESS) {
+        ho_ctx_pop();
+        free(tr);
+        count_stall(stall);
+        return false;
+    }
+    atomic_store(&m->state, HO_RESTORING);
+    wait_pending(m);
+    barrier(m, HO_Q_RESTORE);
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = ho_real.cuMemcpyDtoDAsync_v2(tr->window, m->va, m->span, d->stream[HO_Q_RESTORE]);
+    } else {
+        CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->device};
+        rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, here, 0, d->stream[HO_Q_RESTORE]);
+    }
+    if (rc != CUDA_SUCCESS) {
+        atomic_store(&m->state, HO_HOST);
+        if (eng.backend == HO_BACKEND_VMM) {
+            ho_real.cuMemUnmap(tr->window, m->span);
+            ho_va_put(tr->window, m->span);
+            ho_real.cuMemRelease(tr->dev);
+        }
+        ho_ctx_pop();
+        free(tr);
+        count_stall(stall);
+        return false;
+    }
+    d->resident += m->span;
+    device_bytes((int64_t)m->span);
+    finish_submit(d, HO_Q_RESTORE, tr);
+    ho_ctx_pop();
+    stall += wait_move(m);
+    count_stall(stall);
+    ho_count(&ho_stats.counts_demand_restores, 1);
+    return atomic_load(&m->state) == HO_RESIDENT;
+}
+
+/* ------------------------------------------------------------------------------ uses */
+
+/* Makes m usable for a use about to be issued (eng.lock held): cancels a move out, waits for a
+ * move in, or brings it back on demand. */
+static void settle(struct ho_managed *m, bool restore, struct ho_managed *const *protect,
+                   int nprotect) {
+    bool capturing = atomic_load(&eng.capturing) > 0;
+    switch (atomic_load(&m->state)) {
+    case HO_EVICTING:
+        atomic_store(&m->state, HO_RESIDENT); /* cancel: the device copy stays current */
+        break;
+    case HO_RESTORING:
+        if (capturing) atomic_store(&m->state, HO_HOST); /* cancel: no waiting during capture */
+        else count_stall(wait_move(m));
+        break;
+    default: break;
+    }
+    if (atomic_load(&m->state) == HO_HOST && restore && !capturing && m->tr == NULL && !m->pinned)
+        demand_restore(m, protect, nprotect);
+}
+
+/* The protocol (engine.h): announce each use (pending), then check the state. If every buffer is
+ * resident, the uses are covered: a move starting now waits for them to be issued. Otherwise all
+ * announcements are withdrawn before taking eng.lock (a thread holding eng.lock may be waiting
+ * for them), the buffers are settled, and the uses are announced again under the lock, where no
+ * move can start. */
+void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool per_thread,
+                       bool restore, struct ho_engine_touch *t) {
+    t->n = 0;
+    for (int i = 0; i < n && t->n < HO_TOUCH_MAX; i++)
+        if (bufs[i]->engine != NULL) t->m[t->n++] = bufs[i]->engine;
+    int held = 0;
+    bool resident = true;
+    for (; held < t->n && resident; held++) {
+        atomic_fetch_add(&t->m[held]->pending, 1);
+        resident = atomic_load(&t->m[held]->state) == HO_RESIDENT;
+    }
+    if (resident) {
+        for (int i = 0; i < t->n; i++) add_user(t->m[i], s, per_thread);
+        return;
+    }
+    for (int i = 0; i < held; i++) atomic_fetch_sub(&t->m[i]->pending, 1);
+    pthread_mutex_lock(&eng.lock);
+    for (int i = 0; i < t->n; i++) settle(t->m[i], restore, t->m, t->n);
+    for (int i = 0; i < t->n; i++) {
+        atomic_fetch_add(&t->m[i]->pending, 1);
+        add_user(t->m[i], s, per_thread);
+    }
+    pthread_mutex_unlock(&eng.lock);
+}
+
+void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bool issued) {
+    if (issued && t->n > 0 && implicit_per_thread(s, per_thread)) {
+        /* Name the use by an event on this thread's per-thread stream, recorded now, before the
+         * announcement is withdrawn. Only the event pool's lock is taken: eng.lock may be held by
+         * a thread waiting for this announcement. */
+        for (int i = 0; i < t->n; i++) {
+            struct ho_managed *m = t->m[i];
+            CUevent e = ho_event_get(dev_of(m));
+            bool kept = false;
+            if (e != NULL && ho_real.cuEventRecord_ptsz(e, NULL) == CUDA_SUCCESS) {
+                users_lock(m);
+                if (m->nuse_events < HO_MAX_USERS) {
+                    m->use_events[m->nuse_events++] = e;
+                    kept = true;
+                }
+                users_unlock(m);
+            }
+            if (!kept) {
+                users_lock(m);
+                m->users_overflow = true;
+                users_unlock(m);
+                ho_event_put(dev_of(m), e);
+            }
+        }
+    }
+    for (int i = 0; i < t->n; i++) atomic_fetch_sub(&t->m[i]->pending, 1);
+}
+
+/* --------------------------------------------------------------------------- progress */
+
+void ho_engine_progress(void) {
+    if (atomic_load_explicit(&eng.inflight, memory_order_relaxed) == 0 ||
+        atomic_load_explicit(&eng.capturing, memory_order_relaxed) > 0)
+        return;
+    if (pthread_mutex_trylock(&eng.lock) != 0) return; /* someone else is making progress */
+    for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
+        struct ho_dev *d = &eng.dev[dv];
+        if (!d->ready) continue;
+        for (int q = 0; q < HO_NQUEUES; q++) {
+            while (d->head[q] != NULL) {
+                CUevent e = d->head[q]->done;
+                if (e != NULL) {
+                    ho_ctx_push(d);
+                    CUresult rc = ho_real.cuEventQuery(e);
+                    ho_ctx_pop();
+                    if (rc != CUDA_SUCCESS) break;
+                }
+                complete_head(d, q);
+            }
+        }
+    }
+    pthread_mutex_unlock(&eng.lock);
+}
+
+void ho_engine_capture(int delta) {
+    atomic_fetch_add(&eng.capturing, delta);
+    if (atomic_load(&eng.capturing) < 0) atomic_store(&eng.capturing, 0);
+}
+
+/* ------------------------------------------------------------------------ other calls */
+
+void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
+    CUdevice device;
+    if (!eng.active || free_bytes == NULL || total == NULL ||
+        ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 ||
+        device >= HO_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&eng.lock);
+    struct ho_dev *d = &eng.dev[device];
+    if (d->ready && d->budget != UINT64_MAX) {
+        /* With a budget, the device looks as large as the budget and as free as the budget's
+         * unused part, never freer than the device really is. */
+        if (*total > d->budget) *total = d->budget;
+        uint64_t room = d->budget > d->resident ? d->budget - d->resident : 0;
+        if (*free_bytes > room) *free_bytes = room;
+    }
+    pthread_mutex_unlock(&eng.lock);
+}
+
+bool ho_engine_reclaim(size_t bytes) {
+    CUdevice device;
+    if (!eng.active || atomic_load(&eng.capturing) > 0 ||
+        ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 ||
+        device >= HO_MAX_DEVICES)
+        return false;
+    uint64_t stall = 0;
+    pthread_mutex_lock(&eng.lock);
+    bool freed = eng.dev[device].ready && reclaim_device(&eng.dev[device], bytes, &stall);
+    pthread_mutex_unlock(&eng.lock);
+    count_stall(stall);
+    return freed;
+}
+
+void ho_engine_pin(uint64_t addr) {
+    ho_registry_read_begin();
+    struct ho_buffer *b = ho_registry_lookup_locked(addr);
+    struct ho_managed *m = b != NULL ? b->engine : NULL;
+    ho_registry_read_end();
+    if (m == NULL) return;
+    pthread_mutex_lock(&eng.lock);
+    m->pinned = true;
+    pthread_mutex_unlock(&eng.lock);
+}
+
+void ho_engine_fork_child(void) {
+    /* The parent's device state is unusable in the child: forget it, move nothing. */
+    pthread_mutex_init(&eng.lock, NULL);
+    memset(eng.dev, 0, sizeof eng.dev);
+    eng.all = NULL;
+    eng.host_pool = NULL;
+    eng.va_pool = NULL;
+    eng.host_used = eng.host_pooled = 0;
+    atomic_store(&eng.inflight, 0);
+    atomic_store(&eng.capturing, 0);
+    eng.active = false;
+}

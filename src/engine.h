@@ -1,0 +1,71 @@
+/* The residency engine (HOSTOFF_MODE=offload): managed buffers live in the engine's VMM arena and
+ * move between device and pinned host memory at the same device address.
+ *
+ * States (ho_managed.state):
+ *     RESIDENT --evict--> EVICTING --copy done, remap to host handle--> HOST
+ *     HOST --restore--> RESTORING --copy done, remap to device handle--> RESIDENT
+ * A use while EVICTING or RESTORING cancels the move (the address still maps the handle that holds
+ * the current bytes). A remap happens only after every use queued before the move began has
+ * completed: the move's copy waits for events recorded on every stream that used the buffer, and
+ * the remap waits for the copy. Uses are announced before they are issued (ho_engine_prepare)
+ * and a move starts only when no use is being issued (the `pending` count), so no use can slip
+ * between the two. Memory the application maps itself, small allocations, pitched and managed
+ * allocations never enter the engine (PINNED). */
+#ifndef HOSTOFF_ENGINE_H
+#define HOSTOFF_ENGINE_H
+
+#include "cuda_api.h"
+#include "registry.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The buffers one call touches, as the engine tracks them across the real call. */
+#define HO_TOUCH_MAX 64
+struct ho_engine_touch {
+    struct ho_managed *m[HO_TOUCH_MAX];
+    int n;
+};
+
+struct ho_options;
+/* Starts the engine with the process's options (offload mode). */
+void ho_engine_init(const struct ho_options *o);
+
+/* True when the engine runs (offload mode, initialised for this process). */
+bool ho_engine_active(void);
+
+/* Allocates a managed buffer; returns CUDA_ERROR_NOT_SUPPORTED when the request should pass
+ * through to the driver instead (too small, engine unavailable). */
+CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind);
+/* Frees a managed buffer, stream-ordered after its queued uses (and after the work queued on
+ * `stream` so far, for an asynchronous free). False when dptr is not managed: pass through. */
+bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool async);
+
+/* Before a launch, copy or graph launch: `bufs` are the tracked buffers it touches. Makes each
+ * managed one usable (restoring it when `restore` and there is room), announces the use on
+ * `stream`, and fills `t`. Must be followed by ho_engine_finish after the real call. */
+void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream stream, bool per_thread,
+                       bool restore, struct ho_engine_touch *t);
+void ho_engine_finish(struct ho_engine_touch *t, CUstream stream, bool per_thread, bool issued);
+
+/* A progress point (every intercepted call): completes moves whose copies are done. Cheap when
+ * nothing is in flight; never blocks. */
+void ho_engine_progress(void);
+/* Stream capture began or ended in this process: nothing moves or synchronises meanwhile. */
+void ho_engine_capture(int delta);
+/* cuMemGetInfo as the engine sees it (see docs/ARCHITECTURE.md). */
+void ho_engine_meminfo(size_t *free_bytes, size_t *total);
+/* A driver allocation outside the engine failed for lack of memory: evict and say whether a
+ * retry may succeed. */
+bool ho_engine_reclaim(size_t bytes);
+/* The buffer holding addr is IPC-exported: never move it. */
+void ho_engine_pin(uint64_t addr);
+/* Drains every move (at exit, for the report), and forgets all state in a fork child. */
+void ho_engine_shutdown(void);
+void ho_engine_fork_child(void);
+
+/* The engine clock: the simulator's virtual clock under simcuda, else CLOCK_MONOTONIC. */
+uint64_t ho_clock_ns(void);
+const char *ho_engine_backend_name(void);
+
+#endif

@@ -1,0 +1,114 @@
+/* The engine's own state, shared by engine.c (buffers, moves, the public calls) and arena.c
+ * (address ranges, physical handles, events, per-device setup). Everything here is guarded by
+ * eng.lock except the fields marked atomic, which the launch fast path reads and writes. */
+#ifndef HOSTOFF_ENGINE_INTERNAL_H
+#define HOSTOFF_ENGINE_INTERNAL_H
+
+#include "engine.h"
+#include "options.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define HO_MAX_DEVICES 16
+#define HO_MAX_USERS 16
+
+enum ho_state { HO_RESIDENT, HO_EVICTING, HO_HOST, HO_RESTORING };
+
+/* Pinned host memory: a host-located handle, mapped for the device at its own window address so
+ * copies can reach it. Kept in a pool by size once its buffer no longer needs it. */
+struct ho_host_slot {
+    CUmemGenericAllocationHandle handle; /* uvm backend: unused */
+    CUdeviceptr window;
+    uint64_t span;
+    struct ho_host_slot *next;
+};
+
+struct ho_transition;
+
+/* A managed buffer. */
+struct ho_managed {
+    uint64_t id;
+    CUdeviceptr va;
+    uint64_t size, span;            /* bytes asked for; mapped (granule multiple) */
+    int device;
+    struct ho_buffer *record;       /* the registry's record (until freed) */
+    _Atomic int state;              /* enum ho_state */
+    _Atomic int pending;            /* uses being issued right now */
+    _Atomic uint64_t last_use;      /* engine use sequence, for LRU */
+    atomic_flag users_lock;
+    int nusers;
+    bool users_overflow;            /* too many streams: a move waits for the whole device */
+    CUstream users[HO_MAX_USERS];   /* streams with uses queued since the last move */
+    int nuse_events;
+    CUevent use_events[HO_MAX_USERS]; /* uses on per-thread default streams, recorded at once */
+    CUmemGenericAllocationHandle dev; /* device handle while it holds the bytes */
+    struct ho_host_slot *host;      /* host copy while it holds the bytes */
+    struct ho_transition *tr;       /* the move in flight, if any */
+    bool pinned;
+    bool free_requested;            /* freed while a move was in flight */
+    struct ho_managed *next;        /* all managed buffers of the process */
+};
+
+enum ho_tr_kind { HO_TR_EVICT, HO_TR_RESTORE, HO_TR_FREE };
+
+struct ho_transition {
+    enum ho_tr_kind kind;
+    struct ho_managed *m;
+    CUevent done;
+    bool cancelled;
+    struct ho_host_slot *host;      /* evict: the destination */
+    CUmemGenericAllocationHandle dev; /* restore: the new device handle */
+    CUdeviceptr window;             /* restore: where the new handle is mapped for the copy */
+    uint64_t start_ns;
+    struct ho_transition *next;
+};
+
+/* One copy stream per direction per device; moves complete in order on each. */
+enum { HO_Q_EVICT, HO_Q_RESTORE, HO_NQUEUES };
+
+struct ho_dev {
+    bool ready, failed;
+    CUcontext ctx;                  /* the device's primary context */
+    CUstream stream[HO_NQUEUES];
+    struct ho_transition *head[HO_NQUEUES], *tail[HO_NQUEUES];
+    uint64_t total_mem, budget;
+    uint64_t resident;              /* device bytes held by managed buffers */
+    uint64_t evicting;              /* of which: on their way out */
+    CUmemAllocationProp dev_prop, host_prop;
+    CUevent *free_events;
+    size_t nfree_events, cap_events;
+};
+
+struct ho_engine {
+    pthread_mutex_t lock;
+    bool active;
+    enum ho_backend backend;
+    uint64_t min_bytes, host_limit;
+    struct ho_dev dev[HO_MAX_DEVICES];
+    struct ho_managed *all;
+    uint64_t granule;
+    _Atomic uint64_t use_seq;
+    _Atomic int inflight;           /* moves in flight, all devices */
+    _Atomic int capturing;          /* stream captures in progress */
+    uint64_t host_used, host_pooled;
+    struct ho_host_slot *host_pool;
+    struct va_range *va_pool;
+};
+
+extern struct ho_engine eng;
+
+/* arena.c */
+bool ho_dev_setup(int device);
+CUevent ho_event_get(struct ho_dev *d);
+void ho_event_put(struct ho_dev *d, CUevent e);
+CUdeviceptr ho_va_get(uint64_t span);
+void ho_va_put(CUdeviceptr va, uint64_t span);
+struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
+void ho_host_slot_put(struct ho_host_slot *s);
+bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span,
+               CUmemGenericAllocationHandle h, int device);
+void ho_ctx_push(struct ho_dev *d);
+void ho_ctx_pop(void);
+
+#endif
