@@ -281,7 +281,16 @@ static void complete_free(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
     bool on_device = atomic_load(&m->state) == HO_RESIDENT;
-    if (eng.backend == HO_BACKEND_VMM) {
+    struct ho_cached *c = on_device && eng.backend == HO_BACKEND_VMM && m->dev != 0
+                              ? malloc(sizeof *c)
+                              : NULL;
+    if (c != NULL) {
+        /* Keep the mapped device memory for the next allocation of this size. */
+        *c = (struct ho_cached){m->va, m->dev, m->span, d->cache};
+        d->cache = c;
+        d->cached += m->span;
+        device_bytes(-(int64_t)m->span);
+    } else if (eng.backend == HO_BACKEND_VMM) {
         ho_real.cuMemUnmap(m->va, m->span);
         if (m->dev != 0) ho_real.cuMemRelease(m->dev);
         if (m->host != NULL) ho_host_slot_put(m->host);
@@ -289,7 +298,7 @@ static void complete_free(struct ho_transition *tr) {
     } else {
         ho_real.cuMemFree_v2(m->va);
     }
-    if (on_device) {
+    if (on_device && c == NULL) {
         d->resident -= m->span;
         device_bytes(-(int64_t)m->span);
     }
@@ -373,6 +382,39 @@ static void start_free(struct ho_managed *m) {
 
 /* ------------------------------------------------------------------------------- room */
 
+/* Gives cached device memory back until `need` more bytes fit under `limit` (or the cache is
+ * empty). eng.lock held. */
+static void cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit) {
+    while (d->cache != NULL && d->resident + need > limit) {
+        struct ho_cached *c = d->cache;
+        d->cache = c->next;
+        ho_ctx_push(d);
+        ho_real.cuMemUnmap(c->va, c->span);
+        ho_real.cuMemRelease(c->dev);
+        ho_ctx_pop();
+        ho_va_put(c->va, c->span);
+        d->cached -= c->span;
+        d->resident -= c->span;
+        free(c);
+    }
+}
+
+/* Takes cached device memory of exactly `span` bytes, still mapped, or returns false. */
+static bool cache_take(struct ho_dev *d, uint64_t span, CUdeviceptr *va,
+                       CUmemGenericAllocationHandle *dev) {
+    for (struct ho_cached **pp = &d->cache; *pp != NULL; pp = &(*pp)->next) {
+        struct ho_cached *c = *pp;
+        if (c->span != span) continue;
+        *pp = c->next;
+        *va = c->va;
+        *dev = c->dev;
+        d->cached -= span; /* still resident: it now holds the new buffer */
+        free(c);
+        return true;
+    }
+    return false;
+}
+
 enum room { ROOM_OK, ROOM_OVER_LIMIT, ROOM_NONE };
 
 static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *protect, int n) {
@@ -386,6 +428,7 @@ static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *
 static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                            int nprotect, uint64_t *stall) {
     if (d->budget == UINT64_MAX || need > d->budget) return need > d->budget ? ROOM_NONE : ROOM_OK;
+    cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return ROOM_OVER_LIMIT; /* nothing moves meanwhile */
     bool host_full = false;
     while (d->resident - d->evicting + need > d->budget && !host_full) {
@@ -430,6 +473,8 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
  * Returns true when something was freed. eng.lock held. */
 static bool reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     uint64_t before = d->resident;
+    cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
+    if (d->resident < before) return true;
     while (d->head[HO_Q_EVICT] != NULL) *stall += wait_move(d->head[HO_Q_EVICT]->m);
     if (d->resident < before) return true;
     uint64_t saved = d->budget;
@@ -455,10 +500,16 @@ static CUresult create_device_handle(struct ho_dev *d, uint64_t span,
 }
 
 static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *stall) {
+    CUresult rc;
+    if (eng.backend == HO_BACKEND_VMM && cache_take(d, m->span, &m->va, &m->dev)) {
+        /* Same size as a freed buffer: its memory, still mapped and already counted as
+         * resident, serves at once. */
+        device_bytes((int64_t)m->span);
+        goto ready;
+    }
     enum room room = make_room(d, m->span, NULL, 0, stall);
     if (room == ROOM_NONE) return CUDA_ERROR_OUT_OF_MEMORY;
     ho_ctx_push(d);
-    CUresult rc;
     if (eng.backend == HO_BACKEND_VMM) {
         rc = create_device_handle(d, m->span, &m->dev, stall);
         if (rc == CUDA_SUCCESS) {
@@ -482,6 +533,7 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
     if (rc != CUDA_SUCCESS) return rc;
     d->resident += m->span;
     device_bytes((int64_t)m->span);
+ready:
     atomic_store(&m->state, HO_RESIDENT);
     m->next = eng.all;
     eng.all = m;

@@ -26,6 +26,16 @@ struct ho_host_slot {
 
 struct ho_transition;
 
+/* Device memory of a freed buffer, still mapped at its address, kept for the next allocation of
+ * the same size: an allocation/free pair costs no driver call. Counted as resident (it holds
+ * device memory) and the first thing given up under pressure. */
+struct ho_cached {
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle dev;
+    uint64_t span;
+    struct ho_cached *next;
+};
+
 /* A managed buffer. */
 struct ho_managed {
     uint64_t id;
@@ -78,6 +88,8 @@ struct ho_dev {
     CUmemAllocationProp dev_prop, host_prop;
     CUevent *free_events;
     size_t nfree_events, cap_events;
+    struct ho_cached *cache;        /* newest first */
+    uint64_t cached;                /* bytes in the cache (part of `resident`) */
 };
 
 struct ho_engine {
