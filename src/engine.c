@@ -71,6 +71,76 @@ static void note_host_peak(void) {
 
 /* ---------------------------------------------------------------------------- uses */
 
+/* Each thread that issues uses has a slot whose counter is odd while it is between checking the
+ * state of the buffers a call uses and having issued that call. A move starts by changing the
+ * buffer's state, then waits until every slot that was odd has moved on: from then on no use that
+ * saw the old state can still be on its way (the protocol in engine.h). Two stores and a fence per
+ * call, on a line only this thread writes: far cheaper than a locked add per buffer. */
+struct issue_slot {
+    _Atomic uint64_t seq;
+    _Atomic bool free;              /* its thread has exited */
+    struct issue_slot *next;
+};
+
+static _Atomic(struct issue_slot *) issue_slots;
+static _Thread_local struct issue_slot *my_slot;
+static pthread_key_t slot_key;
+static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
+
+static void slot_release(void *p) {
+    struct issue_slot *sl = p;
+    my_slot = NULL;
+    atomic_store_explicit(&sl->free, true, memory_order_release);
+}
+
+static void slot_key_make(void) {
+    pthread_key_create(&slot_key, slot_release);
+}
+
+static struct issue_slot *slot_get(void) {
+    if (my_slot != NULL) return my_slot;
+    pthread_once(&slot_key_once, slot_key_make);
+    struct issue_slot *sl;
+    for (sl = atomic_load(&issue_slots); sl != NULL; sl = sl->next) {
+        bool was_free = true;
+        if (atomic_compare_exchange_strong(&sl->free, &was_free, false)) break;
+    }
+    if (sl == NULL) {
+        sl = calloc(1, sizeof *sl);
+        if (sl == NULL) return NULL;
+        sl->next = atomic_load(&issue_slots);
+        while (!atomic_compare_exchange_weak(&issue_slots, &sl->next, sl)) {
+        }
+    }
+    pthread_setspecific(slot_key, sl);
+    my_slot = sl;
+    return sl;
+}
+
+/* Out of memory for a slot: this thread's calls are serialised with moves by eng.lock instead. */
+static void issue_begin(struct issue_slot *sl) {
+    uint64_t v = atomic_load_explicit(&sl->seq, memory_order_relaxed);
+    atomic_store_explicit(&sl->seq, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst); /* the odd count is seen before the states read */
+}
+
+static void issue_end(struct issue_slot *sl) {
+    uint64_t v = atomic_load_explicit(&sl->seq, memory_order_relaxed);
+    atomic_store_explicit(&sl->seq, v + 1, memory_order_release);
+}
+
+/* Waits until no thread is in the middle of issuing a call that may have seen a state from
+ * before now (eng.lock held; the caller changed a state just before). */
+static void wait_issuing(void) {
+    atomic_thread_fence(memory_order_seq_cst);
+    for (struct issue_slot *sl = atomic_load(&issue_slots); sl != NULL; sl = sl->next) {
+        if (sl == my_slot) continue; /* this thread is not issuing: it is moving */
+        uint64_t v = atomic_load_explicit(&sl->seq, memory_order_acquire);
+        if ((v & 1) == 0) continue;
+        while (atomic_load_explicit(&sl->seq, memory_order_acquire) == v) sched_yield();
+    }
+}
+
 static void users_lock(struct ho_managed *m) {
     while (atomic_flag_test_and_set_explicit(&m->users_lock, memory_order_acquire)) sched_yield();
 }
@@ -85,25 +155,45 @@ static bool implicit_per_thread(CUstream s, bool per_thread) {
 
 /* Records that work using m is being queued on s. A per-thread default stream cannot be named
  * from another thread: those uses are recorded as events after the call (ho_engine_finish). */
-static void add_user(struct ho_managed *m, CUstream s, bool per_thread) {
-    atomic_store_explicit(&m->last_use, atomic_fetch_add(&eng.use_seq, 1) + 1,
-                          memory_order_relaxed);
+static void add_user(struct ho_managed *m, CUstream s, bool per_thread, uint64_t seq) {
+    atomic_store_explicit(&m->last_use, seq, memory_order_relaxed);
     if (implicit_per_thread(s, per_thread)) return;
     if (s == NULL) s = CU_STREAM_LEGACY;
+    /* Usually the stream is known already: a lock-free scan. The list is only cleared by a move's
+     * barrier, which runs after this call has been issued (wait_issuing), so a stream seen here
+     * stays covered. */
+    int n = atomic_load_explicit(&m->nusers, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (atomic_load_explicit(&m->users[i], memory_order_relaxed) == s) return;
     users_lock(m);
+    n = atomic_load_explicit(&m->nusers, memory_order_relaxed);
     bool known = false;
-    for (int i = 0; i < m->nusers && !known; i++) known = m->users[i] == s;
+    for (int i = 0; i < n && !known; i++)
+        known = atomic_load_explicit(&m->users[i], memory_order_relaxed) == s;
     if (!known) {
-        if (m->nusers < HO_MAX_USERS) m->users[m->nusers++] = s;
-        else m->users_overflow = true;
+        if (n < HO_MAX_USERS) {
+            atomic_store_explicit(&m->users[n], s, memory_order_relaxed);
+            atomic_store_explicit(&m->nusers, n + 1, memory_order_release);
+        } else {
+            m->users_overflow = true;
+        }
     }
     users_unlock(m);
+}
+
+/* The use sequence for LRU. A load and a store, not a locked add: two threads may draw the same
+ * number, which only makes their buffers equally recent. */
+static uint64_t next_use(void) {
+    uint64_t v = atomic_load_explicit(&eng.use_seq, memory_order_relaxed) + 1;
+    atomic_store_explicit(&eng.use_seq, v, memory_order_relaxed);
+    return v;
 }
 
 /* Waits until no use of m is being issued. Called with eng.lock held, after m's state changed
  * away from what the fast path accepts: uses that saw the old state finish issuing first. */
 static void wait_pending(struct ho_managed *m) {
-    while (atomic_load(&m->pending) != 0) sched_yield();
+    (void)m;
+    wait_issuing();
 }
 
 /* Makes copy queue q of m's device wait for every use of m queued so far (eng.lock held, the
@@ -111,13 +201,14 @@ static void wait_pending(struct ho_managed *m) {
 static void barrier(struct ho_managed *m, int q) {
     struct ho_dev *d = dev_of(m);
     users_lock(m);
-    int n = m->nusers, ne = m->nuse_events;
+    int n = atomic_load(&m->nusers), ne = m->nuse_events;
     bool overflow = m->users_overflow;
     CUstream users[HO_MAX_USERS];
     CUevent events[HO_MAX_USERS];
-    memcpy(users, m->users, sizeof users);
+    for (int i = 0; i < n; i++) users[i] = atomic_load(&m->users[i]);
     memcpy(events, m->use_events, sizeof events);
-    m->nusers = m->nuse_events = 0;
+    atomic_store(&m->nusers, 0);
+    m->nuse_events = 0;
     m->users_overflow = false;
     users_unlock(m);
     if (overflow) {
@@ -358,9 +449,26 @@ static uint64_t wait_move(struct ho_managed *m) {
     return stall;
 }
 
+static bool has_queued_uses(struct ho_managed *m) {
+    users_lock(m);
+    bool any = atomic_load(&m->nusers) > 0 || m->nuse_events > 0 || m->users_overflow;
+    users_unlock(m);
+    return any;
+}
+
 static void start_free(struct ho_managed *m) {
     struct ho_dev *d = dev_of(m);
     m->free_requested = false;
+    if (!has_queued_uses(m)) {
+        /* Every use was covered by an earlier move that has completed: nothing can still be
+         * queued against it, so it can go now, without an event round trip. */
+        struct ho_transition t = {.kind = HO_TR_FREE, .m = m};
+        ho_ctx_push(d);
+        complete_free(&t);
+        ho_ctx_pop();
+        free(m);
+        return;
+    }
     struct ho_transition *tr = calloc(1, sizeof *tr);
     if (tr == NULL) {
         /* Out of memory: free synchronously instead, after the device is idle. */
@@ -592,7 +700,7 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     pthread_mutex_lock(&eng.lock);
     wait_pending(m);
     m->record = NULL;
-    if (async) add_user(m, stream, per_thread);
+    if (async) add_user(m, stream, per_thread, next_use());
     if (async && implicit_per_thread(stream, per_thread)) {
         /* The free is ordered after this thread's per-thread stream: wait for it here. */
         ho_real.cuStreamSynchronize_ptsz(NULL);
@@ -694,41 +802,51 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
         demand_restore(m, protect, nprotect);
 }
 
-/* The protocol (engine.h): announce each use (pending), then check the state. If every buffer is
- * resident, the uses are covered: a move starting now waits for them to be issued. Otherwise all
- * announcements are withdrawn before taking eng.lock (a thread holding eng.lock may be waiting
- * for them), the buffers are settled, and the uses are announced again under the lock, where no
- * move can start. */
+/* The protocol (engine.h): enter the issuing section, then check the state of each buffer. If all
+ * are resident the call is covered as it stands: a move starting now waits for this call to be
+ * issued, then orders its copy after it. Otherwise leave the section before taking eng.lock (a
+ * thread holding it may be waiting for this one), settle the buffers, and enter again under the
+ * lock, where no move can start. */
 void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool per_thread,
                        bool restore, struct ho_engine_touch *t) {
     t->n = 0;
+    t->slot = NULL;
+    t->locked = false;
     for (int i = 0; i < n && t->n < HO_TOUCH_MAX; i++)
         if (bufs[i]->engine != NULL) t->m[t->n++] = bufs[i]->engine;
-    int held = 0;
-    bool resident = true;
-    for (; held < t->n && resident; held++) {
-        atomic_fetch_add(&t->m[held]->pending, 1);
-        resident = atomic_load(&t->m[held]->state) == HO_RESIDENT;
+    if (t->n == 0) return;
+    struct issue_slot *sl = slot_get();
+    uint64_t seq = next_use();
+    bool resident = sl != NULL;
+    if (sl != NULL) {
+        issue_begin(sl);
+        for (int i = 0; i < t->n && resident; i++)
+            resident = atomic_load_explicit(&t->m[i]->state, memory_order_relaxed) == HO_RESIDENT;
+        if (resident) {
+            for (int i = 0; i < t->n; i++) add_user(t->m[i], s, per_thread, seq);
+            t->slot = sl;
+            return;
+        }
+        issue_end(sl);
     }
-    if (resident) {
-        for (int i = 0; i < t->n; i++) add_user(t->m[i], s, per_thread);
-        return;
-    }
-    for (int i = 0; i < held; i++) atomic_fetch_sub(&t->m[i]->pending, 1);
     pthread_mutex_lock(&eng.lock);
     for (int i = 0; i < t->n; i++) settle(t->m[i], restore, t->m, t->n);
-    for (int i = 0; i < t->n; i++) {
-        atomic_fetch_add(&t->m[i]->pending, 1);
-        add_user(t->m[i], s, per_thread);
+    for (int i = 0; i < t->n; i++) add_user(t->m[i], s, per_thread, seq);
+    if (sl != NULL) {
+        issue_begin(sl);
+        t->slot = sl;
+        pthread_mutex_unlock(&eng.lock);
+    } else {
+        t->locked = true; /* no slot: hold eng.lock until the call is issued */
     }
-    pthread_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bool issued) {
-    if (issued && t->n > 0 && implicit_per_thread(s, per_thread)) {
+    if (t->n == 0) return;
+    if (issued && implicit_per_thread(s, per_thread)) {
         /* Name the use by an event on this thread's per-thread stream, recorded now, before the
-         * announcement is withdrawn. Only the event pool's lock is taken: eng.lock may be held by
-         * a thread waiting for this announcement. */
+         * call leaves the issuing section. Only the event pool's lock is taken: eng.lock may be
+         * held by a thread waiting for this call. */
         for (int i = 0; i < t->n; i++) {
             struct ho_managed *m = t->m[i];
             CUevent e = ho_event_get(dev_of(m));
@@ -749,7 +867,8 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
             }
         }
     }
-    for (int i = 0; i < t->n; i++) atomic_fetch_sub(&t->m[i]->pending, 1);
+    if (t->slot != NULL) issue_end(t->slot);
+    if (t->locked) pthread_mutex_unlock(&eng.lock);
 }
 
 /* --------------------------------------------------------------------------- progress */

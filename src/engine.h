@@ -7,9 +7,10 @@
  * A use while EVICTING or RESTORING cancels the move (the address still maps the handle that holds
  * the current bytes). A remap happens only after every use queued before the move began has
  * completed: the move's copy waits for events recorded on every stream that used the buffer, and
- * the remap waits for the copy. Uses are announced before they are issued (ho_engine_prepare)
- * and a move starts only when no use is being issued (the `pending` count), so no use can slip
- * between the two. Memory the application maps itself, small allocations, pitched and managed
+ * the remap waits for the copy. A call checks the buffers' states inside an "issuing" section
+ * (ho_engine_prepare to ho_engine_finish, a per-thread counter); a move changes the state first,
+ * then waits until every thread that was issuing has finished, so no use can slip between the
+ * state it saw and the move's barrier. Memory the application maps itself, small allocations, pitched and managed
  * allocations never enter the engine (PINNED). */
 #ifndef HOSTOFF_ENGINE_H
 #define HOSTOFF_ENGINE_H
@@ -22,9 +23,12 @@
 
 /* The buffers one call touches, as the engine tracks them across the real call. */
 #define HO_TOUCH_MAX 64
+struct issue_slot;
 struct ho_engine_touch {
     struct ho_managed *m[HO_TOUCH_MAX];
     int n;
+    struct issue_slot *slot;  /* this thread's issuing slot, while the call is being issued */
+    bool locked;              /* no slot could be had: eng.lock is held instead */
 };
 
 struct ho_options;

@@ -44,12 +44,11 @@ struct ho_managed {
     int device;
     struct ho_buffer *record;       /* the registry's record (until freed) */
     _Atomic int state;              /* enum ho_state */
-    _Atomic int pending;            /* uses being issued right now */
     _Atomic uint64_t last_use;      /* engine use sequence, for LRU */
-    atomic_flag users_lock;
-    int nusers;
+    atomic_flag users_lock;         /* for writers of the lists below; readers scan lock-free */
+    _Atomic int nusers;
     bool users_overflow;            /* too many streams: a move waits for the whole device */
-    CUstream users[HO_MAX_USERS];   /* streams with uses queued since the last move */
+    _Atomic(CUstream) users[HO_MAX_USERS]; /* streams with uses queued since the last move */
     int nuse_events;
     CUevent use_events[HO_MAX_USERS]; /* uses on per-thread default streams, recorded at once */
     CUmemGenericAllocationHandle dev; /* device handle while it holds the bytes */
