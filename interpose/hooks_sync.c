@@ -23,6 +23,14 @@ static void maybe_count(_Atomic uint64_t *counter) {
 
 PASS_HOOK(cuStreamSynchronize, (CUstream s), (s), SYNCS)
 PASS_HOOK(cuStreamSynchronize_ptsz, (CUstream s), (s), SYNCS)
+/* The engine names streams that used a buffer: a stream about to go is replaced in those lists
+ * by an event recorded on it now, which stays valid after the stream is gone. */
+CUresult cuStreamDestroy_v2(CUstream s) {
+    HO_ENTER(cuStreamDestroy_v2);
+    if (ho_engine_active()) ho_engine_stream_destroyed(s);
+    return HO_REALP(cuStreamDestroy_v2, (s));
+}
+
 PASS_HOOK(cuStreamQuery, (CUstream s), (s), NONE)
 PASS_HOOK(cuStreamQuery_ptsz, (CUstream s), (s), NONE)
 PASS_HOOK(cuEventSynchronize, (CUevent e), (e), SYNCS)

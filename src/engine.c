@@ -936,6 +936,43 @@ bool ho_engine_reclaim(size_t bytes) {
     return freed;
 }
 
+void ho_engine_stream_destroyed(CUstream s) {
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
+    pthread_mutex_lock(&eng.lock);
+    for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
+        users_lock(m);
+        int n = atomic_load(&m->nusers), at = -1;
+        for (int i = 0; i < n && at < 0; i++)
+            if (atomic_load(&m->users[i]) == s) at = i;
+        if (at >= 0) {
+            /* Swap the last entry into its place: the list is unordered. */
+            atomic_store(&m->users[at], atomic_load(&m->users[n - 1]));
+            atomic_store(&m->nusers, n - 1);
+        }
+        users_unlock(m);
+        if (at < 0) continue;
+        struct ho_dev *d = dev_of(m);
+        CUevent e = ho_event_get(d);
+        ho_ctx_push(d);
+        bool kept = false;
+        if (e != NULL && ho_real.cuEventRecord(e, s) == CUDA_SUCCESS) {
+            users_lock(m);
+            if (m->nuse_events < HO_MAX_USERS) {
+                m->use_events[m->nuse_events++] = e;
+                kept = true;
+            }
+            users_unlock(m);
+        }
+        if (!kept) {
+            /* No room for the event: wait for the stream's work here instead. */
+            ho_real.cuStreamSynchronize(s);
+            ho_event_put(d, e);
+        }
+        ho_ctx_pop();
+    }
+    pthread_mutex_unlock(&eng.lock);
+}
+
 void ho_engine_pin(uint64_t addr) {
     ho_registry_read_begin();
     struct ho_buffer *b = ho_registry_lookup_locked(addr);

@@ -62,6 +62,8 @@ void ho_engine_meminfo(size_t *free_bytes, size_t *total);
 /* A driver allocation outside the engine failed for lack of memory: evict and say whether a
  * retry may succeed. */
 bool ho_engine_reclaim(size_t bytes);
+/* The application is destroying stream s: uses queued on it are kept as events instead. */
+void ho_engine_stream_destroyed(CUstream s);
 /* The buffer holding addr is IPC-exported: never move it. */
 void ho_engine_pin(uint64_t addr);
 /* Drains every move (at exit, for the report), and forgets all state in a fork child. */
