@@ -4,6 +4,7 @@
 
 #include "driver.h"
 #include "log.h"
+#include "lookahead.h"
 #include "policy.h"
 #include "stats.h"
 
@@ -51,6 +52,12 @@ void ho_engine_init(const struct ho_options *o) {
     eng.backend = o->backend;
     eng.min_bytes = o->min_bytes;
     eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
+    if (o->policy == HO_CHOOSE_LOOKAHEAD) {
+        /* The first lead: 8 launches, about the distance a round trip of a typical activation
+         * needs at training kernel durations; feedback corrects it per buffer role. */
+        eng.la = ho_la_create(8);
+        if (eng.la == NULL) ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
+    }
     eng.active = true;
 }
 
@@ -58,6 +65,11 @@ void ho_engine_init(const struct ho_options *o) {
 
 static struct ho_dev *dev_of(const struct ho_managed *m) {
     return &eng.dev[m->device];
+}
+
+/* The policy's id for a buffer: the engine's own pointer, opaque to it. */
+static uint64_t policy_id(const struct ho_managed *m) {
+    return (uint64_t)(uintptr_t)m;
 }
 
 static void device_bytes(int64_t delta) {
@@ -684,6 +696,11 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     m->id = b->id;
     m->record = b;
     b->engine = m;
+    if (eng.la != NULL) {
+        pthread_mutex_lock(&eng.lock);
+        ho_la_alloc(eng.la, policy_id(m), m->span);
+        pthread_mutex_unlock(&eng.lock);
+    }
     ho_count(&ho_stats.counts_allocs, 1);
     ho_count(&ho_stats.bytes_allocated, bytes);
     *dptr = m->va;
@@ -700,6 +717,7 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     pthread_mutex_lock(&eng.lock);
     wait_pending(m);
     m->record = NULL;
+    if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
     if (async) add_user(m, stream, per_thread, next_use());
     if (async && implicit_per_thread(stream, per_thread)) {
         /* The free is ordered after this thread's per-thread stream: wait for it here. */
@@ -720,11 +738,15 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
 
 /* Brings m back to the device and waits for it (a demand restore). False when there is no room:
  * m stays host-mapped and the use reads it remotely, correctly. eng.lock held. */
-static bool demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect) {
+/* Starts bringing m back (eng.lock held): room under the budget, a device handle mapped at a
+ * window, the copy queued after every queued use. False when there is no room or a step failed:
+ * m stays host-mapped. `stall` accumulates what waiting for room cost. */
+static bool start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
+                          uint64_t *stall_out) {
     struct ho_dev *d = dev_of(m);
     uint64_t stall = 0;
     if (make_room(d, m->span, protect, nprotect, &stall) != ROOM_OK) {
-        count_stall(stall);
+        *stall_out += stall;
         return false;
     }
     struct ho_transition *tr = calloc(1, sizeof *tr);
@@ -747,7 +769,7 @@ static bool demand_restore(struct ho_managed *m, struct ho_managed *const *prote
     if (rc != CUDA_SUCCESS) {
         ho_ctx_pop();
         free(tr);
-        count_stall(stall);
+        *stall_out += stall;
         return false;
     }
     atomic_store(&m->state, HO_RESTORING);
@@ -768,17 +790,27 @@ static bool demand_restore(struct ho_managed *m, struct ho_managed *const *prote
         }
         ho_ctx_pop();
         free(tr);
-        count_stall(stall);
+        *stall_out += stall;
         return false;
     }
     d->resident += m->span;
     device_bytes((int64_t)m->span);
     finish_submit(d, HO_Q_RESTORE, tr);
     ho_ctx_pop();
-    stall += wait_move(m);
+    *stall_out += stall;
+    return true;
+}
+
+/* Brings m back and waits for it: a demand restore, counted as a stall. */
+static bool demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect) {
+    uint64_t stall = 0;
+    bool started = start_restore(m, protect, nprotect, &stall);
+    if (started) {
+        stall += wait_move(m);
+        ho_count(&ho_stats.counts_demand_restores, 1);
+    }
     count_stall(stall);
-    ho_count(&ho_stats.counts_demand_restores, 1);
-    return atomic_load(&m->state) == HO_RESIDENT;
+    return started && atomic_load(&m->state) == HO_RESIDENT;
 }
 
 /* ------------------------------------------------------------------------------ uses */
@@ -788,6 +820,10 @@ static bool demand_restore(struct ho_managed *m, struct ho_managed *const *prote
 static void settle(struct ho_managed *m, bool restore, struct ho_managed *const *protect,
                    int nprotect) {
     bool capturing = atomic_load(&eng.capturing) > 0;
+    /* A launch found it away from the device: the plan (if any) brought it back too late. */
+    if (restore && eng.la != NULL && atomic_load(&m->state) != HO_RESIDENT &&
+        atomic_load(&m->state) != HO_EVICTING)
+        ho_la_late(eng.la, policy_id(m));
     switch (atomic_load(&m->state)) {
     case HO_EVICTING:
         atomic_store(&m->state, HO_RESIDENT); /* cancel: the device copy stays current */
@@ -812,6 +848,7 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
     t->n = 0;
     t->slot = NULL;
     t->locked = false;
+    t->func = 0;
     for (int i = 0; i < n && t->n < HO_TOUCH_MAX; i++)
         if (bufs[i]->engine != NULL) t->m[t->n++] = bufs[i]->engine;
     if (t->n == 0) return;
@@ -839,6 +876,37 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
     } else {
         t->locked = true; /* no slot: hold eng.lock until the call is issued */
     }
+}
+
+/* After a launch: tell the lookahead policy, then start the moves it asks for. Proactive moves
+ * only happen under a budget (without one nothing needs the room), never during capture, and a
+ * prefetch only takes room that is free now: it must not make the application wait. */
+static void plan_after_launch(const struct ho_engine_touch *t) {
+    uint64_t ids[HO_TOUCH_MAX];
+    for (int i = 0; i < t->n; i++) ids[i] = policy_id(t->m[i]);
+    pthread_mutex_lock(&eng.lock);
+    struct ho_la_actions a;
+    ho_la_launch(eng.la, t->func, ids, (size_t)t->n, &a);
+    if (atomic_load(&eng.capturing) == 0) {
+        for (size_t i = 0; i < a.nevict; i++) {
+            struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.evict[i];
+            if (dev_of(m)->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
+                atomic_load(&m->state) != HO_RESIDENT)
+                continue;
+            start_evict(m);
+        }
+        for (size_t i = 0; i < a.nrestore; i++) {
+            struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.restore[i];
+            struct ho_dev *d = dev_of(m);
+            if (d->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
+                atomic_load(&m->state) != HO_HOST || d->resident + m->span > d->budget)
+                continue;
+            uint64_t stall = 0;
+            if (start_restore(m, NULL, 0, &stall)) ho_count(&ho_stats.counts_prefetches, 1);
+            count_stall(stall);
+        }
+    }
+    pthread_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bool issued) {
@@ -869,6 +937,7 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     }
     if (t->slot != NULL) issue_end(t->slot);
     if (t->locked) pthread_mutex_unlock(&eng.lock);
+    if (eng.la != NULL && issued && t->func != 0) plan_after_launch(t);
 }
 
 /* --------------------------------------------------------------------------- progress */

@@ -28,6 +28,7 @@ struct ho_engine_touch {
     struct ho_managed *m[HO_TOUCH_MAX];
     int n;
     struct issue_slot *slot;  /* this thread's issuing slot, while the call is being issued */
+    uint64_t func;            /* the launched function (0: a copy, not a launch) */
     bool locked;              /* no slot could be had: eng.lock is held instead */
 };
 

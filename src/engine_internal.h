@@ -5,6 +5,7 @@
 #define HOSTOFF_ENGINE_INTERNAL_H
 
 #include "engine.h"
+#include "lookahead.h"
 #include "options.h"
 
 #include <pthread.h>
@@ -102,6 +103,7 @@ struct ho_engine {
     _Atomic uint64_t use_seq;
     _Atomic int inflight;           /* moves in flight, all devices */
     _Atomic int capturing;          /* stream captures in progress */
+    struct ho_lookahead *la;        /* the lookahead policy, when it runs */
     uint64_t host_used, host_pooled;
     struct ho_host_slot *host_pool;
     struct va_range *va_pool;

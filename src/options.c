@@ -125,6 +125,8 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     ho_parse_amount(value_of(getenv_fn, HO_OPT_BUDGET, &invalid), &out->budget);
     ho_parse_size(value_of(getenv_fn, HO_OPT_MIN_BYTES, &invalid), &out->min_bytes);
     ho_parse_amount(value_of(getenv_fn, HO_OPT_HOST_LIMIT, &invalid), &out->host_limit);
+    const char *policy = value_of(getenv_fn, HO_OPT_POLICY, &invalid);
+    out->policy = (enum ho_policy_choice)enum_index(ho_option_table[HO_OPT_POLICY].values, policy);
     const char *backend = value_of(getenv_fn, HO_OPT_BACKEND, &invalid);
     out->backend = (enum ho_backend)enum_index(ho_option_table[HO_OPT_BACKEND].values, backend);
     const char *report = value_of(getenv_fn, HO_OPT_REPORT, &invalid);

@@ -20,6 +20,7 @@ enum ho_option_kind {
 };
 
 enum ho_backend { HO_BACKEND_AUTO, HO_BACKEND_VMM, HO_BACKEND_UVM };
+enum ho_policy_choice { HO_CHOOSE_LRU, HO_CHOOSE_LOOKAHEAD };
 
 /* A size or a share of something the engine learns later (the device's memory). */
 struct ho_amount {
@@ -57,6 +58,7 @@ struct ho_options {
     uint64_t min_bytes;
     struct ho_amount host_limit;
     enum ho_backend backend;
+    enum ho_policy_choice policy;
     enum ho_log_level log;
     const char *report;      /* NULL: no report */
     const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */

@@ -303,6 +303,7 @@ void ho_track_launch_begin(const void *func, void **params, void **extra, CUstre
     launch_scan(func, params, extra, &t);
     /* Inside the read side: a buffer found here cannot be freed before its use is announced. */
     ho_engine_prepare(t.b, t.n, s, per_thread, true, et);
+    et->func = (uint64_t)(uintptr_t)func;
     ho_registry_read_end();
 }
 
@@ -495,6 +496,7 @@ void ho_track_graph_launch_begin(CUgraphExec exec, CUstream s, bool per_thread,
     int n;
     uint64_t *addrs = graph_addrs(exec, &n);
     ho_track_access_begin(addrs, n, s, per_thread, true, et);
+    et->func = (uint64_t)(uintptr_t)exec; /* to the policy, a graph launch is one launch */
     free(addrs);
 }
 

@@ -1,0 +1,415 @@
+/* The lookahead policy (see lookahead.h for what it does and why). */
+#include "lookahead.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HIST_BITS 17                 /* launches remembered: periods up to 128 Ki launches */
+#define HIST (1u << HIST_BITS)
+#define CTX 8                        /* launches of context that identify a point in the step */
+#define CTX_BITS 18
+#define MARGIN 2                     /* launches of slack on top of a round trip */
+#define ROLE_BIT (1ull << 63)        /* keys of buffers named by their role within the step */
+#define MISMATCH_LIMIT 4             /* launches off the pattern before the period is dropped */
+#define MIN_PERIOD 8                 /* shorter repeats are loops inside a step, not steps */
+#define TRUST 0.9                    /* share of uses two steps must share to be trusted */
+
+/* A small open-addressing map from 64-bit keys (never 0) to 64-bit values. */
+struct map {
+    uint64_t *keys, *vals;
+    size_t cap, count;
+};
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static bool map_init(struct map *m, size_t cap) {
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = calloc(cap, sizeof *m->vals);
+    m->cap = cap;
+    m->count = 0;
+    return m->keys != NULL && m->vals != NULL;
+}
+
+static void map_free(struct map *m) {
+    free(m->keys);
+    free(m->vals);
+}
+
+static size_t map_slot(const struct map *m, uint64_t k) {
+    size_t s = (size_t)mix(k) & (m->cap - 1);
+    while (m->keys[s] != 0 && m->keys[s] != k) s = (s + 1) & (m->cap - 1);
+    return s;
+}
+
+static bool map_get(const struct map *m, uint64_t k, uint64_t *v) {
+    size_t s = map_slot(m, k);
+    if (m->keys[s] == 0) return false;
+    *v = m->vals[s];
+    return true;
+}
+
+static void map_put(struct map *m, uint64_t k, uint64_t v) {
+    if ((m->count + 1) * 2 > m->cap) {
+        struct map n;
+        if (!map_init(&n, m->cap * 2)) return; /* a forgotten entry only costs a decision */
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i] != 0) map_put(&n, m->keys[i], m->vals[i]);
+        map_free(m);
+        *m = n;
+    }
+    size_t s = map_slot(m, k);
+    if (m->keys[s] == 0) m->count++;
+    m->keys[s] = k;
+    m->vals[s] = v;
+}
+
+static void map_del(struct map *m, uint64_t k) {
+    size_t s = map_slot(m, k);
+    if (m->keys[s] == 0) return;
+    m->keys[s] = 0;
+    m->count--;
+    /* Re-place the rest of the cluster (linear probing). */
+    for (size_t i = (s + 1) & (m->cap - 1); m->keys[i] != 0; i = (i + 1) & (m->cap - 1)) {
+        uint64_t k2 = m->keys[i], v2 = m->vals[i];
+        m->keys[i] = 0;
+        m->count--;
+        map_put(m, k2, v2);
+    }
+}
+
+/* One use in a step: at position pos, the buffer with key. */
+struct use {
+    uint32_t pos;
+    uint64_t key;
+};
+
+/* What the last complete step looked like. */
+struct pattern {
+    struct use *uses;        /* sorted by key, then position */
+    size_t n;
+    struct map first;        /* key -> index of its first use in `uses` */
+    uint32_t *sched_start;   /* prefetch schedule: keys to restore at each position (CSR) */
+    uint64_t *sched;
+    bool valid;
+    bool trusted;            /* the step before looked the same: predictions are worth acting on */
+};
+
+struct ho_lookahead {
+    unsigned lead0;
+    uint64_t launches;                 /* launches seen */
+    uint64_t hist[HIST];               /* function of each recent launch */
+    uint64_t *ctx_last;                /* context hash -> launch index + 1 */
+    uint64_t candidate, confirmed;     /* period detection */
+    uint64_t period, anchor, steps;    /* anchor: launch index where a step began */
+    uint64_t mismatches;
+    bool marker_mode;
+    uint64_t last_marker;              /* launch index of the last marker + 1 */
+    uint64_t step_allocs;              /* allocations since the step began */
+    struct map key_of;                 /* buffer id -> key */
+    struct map id_of;                  /* key -> live buffer id */
+    struct map lead;                   /* key -> lead in launches */
+    struct use *rec;                   /* this step's uses, as they happen */
+    size_t nrec, caprec;
+    struct pattern pat;
+};
+
+struct ho_lookahead *ho_la_create(unsigned lead0) {
+    struct ho_lookahead *la = calloc(1, sizeof *la);
+    if (la == NULL) return NULL;
+    la->lead0 = lead0 ? lead0 : 1;
+    la->ctx_last = calloc(1u << CTX_BITS, sizeof *la->ctx_last);
+    if (la->ctx_last == NULL || !map_init(&la->key_of, 1024) || !map_init(&la->id_of, 1024) ||
+        !map_init(&la->lead, 1024) || !map_init(&la->pat.first, 1024)) {
+        ho_la_destroy(la);
+        return NULL;
+    }
+    return la;
+}
+
+static void pattern_clear(struct pattern *p) {
+    free(p->uses);
+    free(p->sched_start);
+    free(p->sched);
+    p->uses = NULL;
+    p->sched_start = NULL;
+    p->sched = NULL;
+    p->n = 0;
+    p->valid = false;
+    p->trusted = false;
+    memset(p->first.keys, 0, p->first.cap * sizeof *p->first.keys);
+    p->first.count = 0;
+}
+
+void ho_la_destroy(struct ho_lookahead *la) {
+    if (la == NULL) return;
+    free(la->ctx_last);
+    map_free(&la->key_of);
+    map_free(&la->id_of);
+    map_free(&la->lead);
+    pattern_clear(&la->pat);
+    map_free(&la->pat.first);
+    free(la->rec);
+    free(la);
+}
+
+static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
+    uint64_t v;
+    return map_get(&la->lead, key, &v) ? (unsigned)v : la->lead0;
+}
+
+void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes) {
+    uint64_t key = id;
+    if (la->period != 0) {
+        /* Inside a known step: the buffer is the step's n-th allocation of this size. */
+        key = ROLE_BIT | (mix(la->step_allocs * 0x9E3779B97F4A7C15ull ^ bytes) >> 1);
+        la->step_allocs++;
+        if (key == ROLE_BIT) key |= 1;
+    }
+    map_put(&la->key_of, id, key);
+    map_put(&la->id_of, key, id);
+}
+
+void ho_la_free(struct ho_lookahead *la, uint64_t id) {
+    uint64_t key, live;
+    if (!map_get(&la->key_of, id, &key)) return;
+    map_del(&la->key_of, id);
+    if (map_get(&la->id_of, key, &live) && live == id) map_del(&la->id_of, key);
+}
+
+static int by_key_pos(const void *a, const void *b) {
+    const struct use *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->pos < y->pos ? -1 : (x->pos > y->pos ? 1 : 0);
+}
+
+/* The next use of the key after position pos, as a distance in launches (> 0), or 0 if none. */
+static uint64_t next_gap(const struct pattern *p, uint64_t period, uint64_t key, uint32_t pos) {
+    uint64_t i;
+    if (!p->valid || !map_get(&p->first, key, &i)) return 0;
+    uint32_t first = p->uses[i].pos;
+    for (; i < p->n && p->uses[i].key == key; i++)
+        if (p->uses[i].pos > pos) return p->uses[i].pos - pos;
+    return period - pos + first; /* wraps into the next step */
+}
+
+/* Turns this step's record into the pattern for the next, with its prefetch schedule. */
+/* The share of this step's uses (sorted) that the previous pattern also had. */
+static double similarity(const struct pattern *old, const struct use *rec, size_t n) {
+    if (!old->valid || n == 0) return 0;
+    size_t i = 0, j = 0, same = 0;
+    while (i < old->n && j < n) {
+        int c = by_key_pos(&old->uses[i], &rec[j]);
+        if (c == 0) {
+            same++;
+            i++;
+            j++;
+        } else if (c < 0) {
+            i++;
+        } else {
+            j++;
+        }
+    }
+    size_t most = old->n > n ? old->n : n;
+    return (double)same / (double)most;
+}
+
+static void close_step(struct ho_lookahead *la) {
+    struct pattern *p = &la->pat;
+    uint64_t period = la->period;
+    if (la->nrec == 0 || period == 0) goto reset;
+    qsort(la->rec, la->nrec, sizeof *la->rec, by_key_pos);
+    bool trusted = similarity(p, la->rec, la->nrec) >= TRUST;
+    pattern_clear(p);
+    p->trusted = trusted;
+    p->uses = malloc(la->nrec * sizeof *p->uses);
+    p->sched_start = calloc(period + 1, sizeof *p->sched_start);
+    if (p->uses == NULL || p->sched_start == NULL) goto reset;
+    /* Distinct (key, pos) only: several launches at one position cannot happen, but a buffer
+     * used twice by one launch is recorded once already. */
+    for (size_t i = 0; i < la->nrec; i++) {
+        if (p->n > 0 && p->uses[p->n - 1].key == la->rec[i].key &&
+            p->uses[p->n - 1].pos == la->rec[i].pos)
+            continue;
+        if (p->n == 0 || p->uses[p->n - 1].key != la->rec[i].key)
+            map_put(&p->first, la->rec[i].key, p->n);
+        p->uses[p->n++] = la->rec[i];
+    }
+    p->valid = true;
+    /* Each use that follows a gap long enough to have been evicted is prefetched `lead` launches
+     * before it. Count first, then fill (CSR). */
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t *fill = NULL;
+        if (pass == 1) {
+            for (uint64_t q = 0; q < period; q++) p->sched_start[q + 1] += p->sched_start[q];
+            p->sched = malloc((p->sched_start[period] + 1) * sizeof *p->sched);
+            fill = calloc(period, sizeof *fill);
+            if (p->sched == NULL || fill == NULL) {
+                free(fill);
+                free(p->sched);
+                p->sched = NULL;
+                memset(p->sched_start, 0, (period + 1) * sizeof *p->sched_start);
+                break;
+            }
+        }
+        for (size_t i = 0; i < p->n; i++) {
+            const struct use *u = &p->uses[i];
+            /* The use before this one (cyclically) and the gap between them. */
+            size_t prev = i;
+            bool first_of_key = i == 0 || p->uses[i - 1].key != u->key;
+            if (first_of_key) {
+                while (prev + 1 < p->n && p->uses[prev + 1].key == u->key) prev++;
+            } else {
+                prev = i - 1;
+            }
+            uint64_t gap = first_of_key ? period - p->uses[prev].pos + u->pos
+                                        : u->pos - p->uses[prev].pos;
+            unsigned lead = lead_of_key(la, u->key);
+            if (gap <= 2ull * lead + MARGIN) continue;
+            uint64_t at = (u->pos + period - lead % period) % period;
+            if (pass == 0) p->sched_start[at + 1]++;
+            else p->sched[p->sched_start[at] + fill[at]++] = u->key;
+        }
+        free(fill);
+    }
+    la->nrec = 0;
+    return;
+reset:
+    pattern_clear(p);
+    la->nrec = 0;
+}
+
+static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key) {
+    if (la->nrec == la->caprec) {
+        size_t cap = la->caprec ? la->caprec * 2 : 4096;
+        struct use *n = realloc(la->rec, cap * sizeof *n);
+        if (n == NULL) return;
+        la->rec = n;
+        la->caprec = cap;
+    }
+    la->rec[la->nrec++] = (struct use){pos, key};
+}
+
+static void drop_period(struct ho_lookahead *la) {
+    la->period = 0;
+    la->candidate = la->confirmed = 0;
+    la->mismatches = 0;
+    la->nrec = 0;
+    pattern_clear(&la->pat);
+}
+
+/* Learns the period from the launch sequence (when no markers say it). */
+static void detect(struct ho_lookahead *la, uint64_t func) {
+    uint64_t i = la->launches;
+    la->hist[i & (HIST - 1)] = func;
+    if (la->period != 0) {
+        /* Still repeating? */
+        if (i >= la->period && la->hist[(i - la->period) & (HIST - 1)] != func) {
+            if (++la->mismatches > MISMATCH_LIMIT) drop_period(la);
+        } else {
+            la->mismatches = 0;
+        }
+        return;
+    }
+    if (i + 1 < CTX) return;
+    uint64_t h = 0;
+    for (unsigned k = 0; k < CTX; k++) h = mix(h ^ la->hist[(i - k) & (HIST - 1)]);
+    uint64_t *slot = &la->ctx_last[h & ((1u << CTX_BITS) - 1)];
+    uint64_t prev = *slot;
+    *slot = i + 1;
+    if (prev == 0) return;
+    uint64_t cand = i + 1 - prev;
+    if (cand >= HIST / 2 || cand < MIN_PERIOD) return;
+    if (cand == la->candidate) {
+        if (++la->confirmed >= cand) {
+            la->period = cand; /* held for a whole period: adopt it; the next launch starts a step */
+            la->anchor = i + 1;
+            la->step_allocs = 0;
+            la->nrec = 0;
+        }
+    } else {
+        la->candidate = cand;
+        la->confirmed = 1;
+    }
+}
+
+void ho_la_step(struct ho_lookahead *la) {
+    uint64_t i = la->launches;
+    if (la->last_marker != 0) {
+        uint64_t p = i - (la->last_marker - 1);
+        if (p > 0 && p < HIST / 2) {
+            if (la->period != p) drop_period(la);
+            la->period = p;
+            la->marker_mode = true;
+        }
+    }
+    la->last_marker = i + 1;
+    if (la->period != 0) {
+        la->anchor = i;
+        if (la->nrec > 0) {
+            close_step(la);
+            la->steps++;
+        }
+        la->step_allocs = 0;
+    }
+}
+
+void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
+                  struct ho_la_actions *out) {
+    out->nevict = out->nrestore = 0;
+    if (!la->marker_mode) detect(la, func);
+    uint64_t i = la->launches++;
+    if (la->period == 0 || i < la->anchor) return;
+    uint64_t period = la->period;
+    uint32_t pos = (uint32_t)((i - la->anchor) % period);
+    if (pos == 0 && i > la->anchor && !la->marker_mode) {
+        close_step(la);
+        la->steps++;
+        la->step_allocs = 0;
+    }
+    struct pattern *p = &la->pat;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t key;
+        if (!map_get(&la->key_of, ids[k], &key)) continue;
+        record(la, pos, key);
+        uint64_t gap = next_gap(p, period, key, pos);
+        if (p->trusted && gap > 2ull * lead_of_key(la, key) + MARGIN &&
+            out->nevict < HO_LA_MAX_ACTIONS)
+            out->evict[out->nevict++] = ids[k];
+    }
+    if (p->valid && p->trusted && p->sched != NULL) {
+        /* What must start coming back now to be there `lead` launches from here. */
+        uint32_t next = (pos + 1) % (uint32_t)period;
+        for (uint32_t s = p->sched_start[next]; s < p->sched_start[next + 1]; s++) {
+            uint64_t id;
+            if (map_get(&la->id_of, p->sched[s], &id) && out->nrestore < HO_LA_MAX_ACTIONS)
+                out->restore[out->nrestore++] = id;
+        }
+    }
+}
+
+void ho_la_late(struct ho_lookahead *la, uint64_t id) {
+    uint64_t key;
+    if (!map_get(&la->key_of, id, &key)) return;
+    uint64_t lead = lead_of_key(la, key) * 2ull;
+    uint64_t cap = la->period > 2 ? la->period / 2 : 1;
+    map_put(&la->lead, key, lead < cap ? lead : cap);
+}
+
+uint64_t ho_la_period(const struct ho_lookahead *la) {
+    return la->period;
+}
+
+uint64_t ho_la_steps(const struct ho_lookahead *la) {
+    return la->steps;
+}
+
+unsigned ho_la_lead_of(const struct ho_lookahead *la, uint64_t id) {
+    uint64_t key;
+    return map_get(&la->key_of, id, &key) ? lead_of_key(la, key) : la->lead0;
+}

@@ -1,0 +1,56 @@
+/* The lookahead policy: learns the training step from the launch stream and moves each buffer out
+ * right after its last use before a long gap, and back a learned lead ahead of its next use.
+ *
+ * Pure C, no CUDA, deterministic; not thread-safe (the engine calls it under its lock).
+ *
+ * - Step detection: the sequence of launched functions repeats with the step. A candidate period
+ *   is taken from the last earlier launch of the same function with the same preceding context;
+ *   it is adopted once it has held for a whole period, and dropped when the sequence stops
+ *   repeating. Step markers, when the engine sees them, fix the period directly.
+ * - Identity across steps: a buffer allocated inside a step is named by its allocation ordinal
+ *   within the step and its size, so the activations a framework allocates afresh each step map
+ *   to the same roles; buffers that outlive steps keep their own ids.
+ * - Prediction: the last complete step gives, for every role, the positions (launch indices
+ *   within the step) where it is used. After a use at position p whose next use q is further than
+ *   twice the role's lead (plus a margin), the buffer is evicted; it is restored `lead` launches
+ *   before q. A buffer found not resident at its use (a late restore) doubles its role's lead, up
+ *   to the gap: the feedback that corrects the first guesses.
+ * Until a period is known the policy decides nothing and the engine falls back to lru. */
+#ifndef HOSTOFF_LOOKAHEAD_H
+#define HOSTOFF_LOOKAHEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HO_LA_MAX_ACTIONS 64
+
+struct ho_la_actions {
+    uint64_t evict[HO_LA_MAX_ACTIONS];   /* buffer ids to move out now */
+    size_t nevict;
+    uint64_t restore[HO_LA_MAX_ACTIONS]; /* buffer ids to bring back now */
+    size_t nrestore;
+};
+
+struct ho_lookahead;
+
+/* lead0: the first lead, in launches, before any feedback. */
+struct ho_lookahead *ho_la_create(unsigned lead0);
+void ho_la_destroy(struct ho_lookahead *la);
+
+void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes);
+void ho_la_free(struct ho_lookahead *la, uint64_t id);
+/* An explicit step boundary (a marker): the next launch starts a step. */
+void ho_la_step(struct ho_lookahead *la);
+/* A launch of function `func` using buffers `ids`: fills `out` with what to move now. */
+void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
+                  struct ho_la_actions *out);
+/* The buffer was needed while not on the device: its restore was late (or never issued). */
+void ho_la_late(struct ho_lookahead *la, uint64_t id);
+
+/* For tests and the report. */
+uint64_t ho_la_period(const struct ho_lookahead *la);
+uint64_t ho_la_steps(const struct ho_lookahead *la);
+unsigned ho_la_lead_of(const struct ho_lookahead *la, uint64_t id);
+
+#endif

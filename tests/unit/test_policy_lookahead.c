@@ -1,0 +1,137 @@
+/* The lookahead policy on a synthetic training loop: step detection without markers, buffer
+ * identity across steps (activations reallocated every step), evict after the last forward use,
+ * restore ahead of the backward use, and the late-restore feedback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "lookahead.h"
+
+#define LAYERS 8
+#define PERIOD (2 * LAYERS + 1) /* forward, backward, optimizer */
+
+/* One step: allocate activations, forward (layer l uses weights and act[l]), backward in reverse,
+ * optimizer (weights), free activations. Records what the policy said for act[0]. */
+struct loop {
+    struct ho_lookahead *la;
+    uint64_t next_id;
+    uint64_t act[LAYERS];
+    int act0_evicted_at, act0_restored_at; /* positions within the step, -1 if not */
+    bool report_late;                      /* tell the policy act[0] arrived late */
+};
+
+static void launch(struct loop *L, uint64_t func, const uint64_t *ids, size_t n, int pos) {
+    struct ho_la_actions a;
+    ho_la_launch(L->la, func, ids, n, &a);
+    for (size_t i = 0; i < a.nevict; i++)
+        if (a.evict[i] == L->act[0]) L->act0_evicted_at = pos;
+    for (size_t i = 0; i < a.nrestore; i++)
+        if (a.restore[i] == L->act[0] && L->act0_restored_at < 0) L->act0_restored_at = pos;
+}
+
+static void step(struct loop *L) {
+    const uint64_t weights = 1;
+    L->act0_evicted_at = L->act0_restored_at = -1;
+    for (int l = 0; l < LAYERS; l++) {
+        L->act[l] = L->next_id++;
+        ho_la_alloc(L->la, L->act[l], (uint64_t)(l + 1) << 20);
+    }
+    int pos = 0;
+    for (int l = 0; l < LAYERS; l++, pos++) {
+        uint64_t ids[2] = {weights, L->act[l]};
+        launch(L, 100 + (uint64_t)l, ids, 2, pos);
+    }
+    for (int l = LAYERS - 1; l >= 0; l--, pos++) {
+        uint64_t ids[2] = {weights, L->act[l]};
+        if (l == 0 && L->report_late) ho_la_late(L->la, L->act[0]); /* found not resident */
+        launch(L, 200 + (uint64_t)l, ids, 2, pos);
+    }
+    uint64_t w = weights;
+    launch(L, 300, &w, 1, pos);
+    for (int l = 0; l < LAYERS; l++) ho_la_free(L->la, L->act[l]);
+}
+
+static void learns_the_step_and_plans_moves(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    assert_non_null(L.la);
+    ho_la_alloc(L.la, 1, 64u << 20);
+    step(&L);
+    assert_int_equal(ho_la_period(L.la), 0); /* first step: nothing known, lru decides */
+    for (int s = 0; s < 6; s++) step(&L);
+    assert_int_equal(ho_la_period(L.la), PERIOD);
+    assert_true(ho_la_steps(L.la) >= 3); /* two alike steps before any prediction is trusted */
+    /* act[0] is used at forward position 0 and backward position 2*LAYERS-1: evicted after its
+     * forward use, restored `lead` (2) launches before its backward use. The period may be
+     * anchored anywhere in the loop, so check the distances, which do not depend on it. */
+    step(&L);
+    assert_true(L.act0_evicted_at >= 0);
+    assert_true(L.act0_restored_at >= 0);
+    int backward_use = 2 * LAYERS - 1;
+    assert_int_equal(backward_use - L.act0_restored_at, 3); /* lead 2, issued one launch early */
+    assert_int_equal(ho_la_lead_of(L.la, L.act[0]), 2);
+    ho_la_destroy(L.la);
+}
+
+static void late_restores_double_the_lead(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_alloc(L.la, 1, 64u << 20);
+    for (int s = 0; s < 6; s++) step(&L);
+    assert_int_equal(ho_la_period(L.la), PERIOD);
+    /* act[0] arrives late at its backward use: its role's lead doubles, and the next steps'
+     * schedule restores it earlier. */
+    L.report_late = true;
+    step(&L);
+    L.report_late = false;
+    assert_int_equal(ho_la_lead_of(L.la, 1), 2); /* the weights' role keeps the default */
+    step(&L); /* this step's schedule was built before the feedback */
+    step(&L);
+    assert_int_equal(2 * LAYERS - 1 - L.act0_restored_at, 5); /* lead 4, issued one launch early */
+    ho_la_destroy(L.la);
+}
+
+static void a_changed_sequence_drops_the_period(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_alloc(L.la, 1, 64u << 20);
+    for (int s = 0; s < 5; s++) step(&L);
+    assert_int_equal(ho_la_period(L.la), PERIOD);
+    struct ho_la_actions a;
+    uint64_t w = 1;
+    for (int k = 0; k < 10; k++) ho_la_launch(L.la, 999 + (uint64_t)k, &w, 1, &a);
+    assert_int_equal(ho_la_period(L.la), 0);
+    ho_la_destroy(L.la);
+}
+
+static void markers_fix_the_period(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_step(L.la);
+    step(&L);
+    ho_la_step(L.la);
+    assert_int_equal(ho_la_period(L.la), PERIOD);
+    for (int s = 0; s < 3; s++) {
+        step(&L);
+        ho_la_step(L.la);
+    }
+    step(&L);
+    assert_true(L.act0_evicted_at == 0);
+    assert_int_equal(L.act0_restored_at, 2 * LAYERS - 1 - 3);
+    ho_la_destroy(L.la);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(learns_the_step_and_plans_moves),
+        cmocka_unit_test(late_restores_double_the_lead),
+        cmocka_unit_test(a_changed_sequence_drops_the_period),
+        cmocka_unit_test(markers_fix_the_period),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
