@@ -1,0 +1,102 @@
+/* The GPU kit's shared definitions: included by the host programs (integrity.c, vmmfacts.c, C11)
+ * and by the CUDA kernels (kernels.cu, nvcc), so both kernel images compute the same words.
+ *
+ * One host source, two kernel images:
+ *   - on the simulator: KIT_SIM_IMAGE, a simcuda text module whose kernel bodies are the host
+ *     functions of kit_sim.c (programs link with -rdynamic so the simulator finds them);
+ *   - on a GPU: kernels.cu compiled by nvcc -cubin -arch=sm_90, loaded with cuModuleLoadData.
+ * Every kernel parameter is 8 bytes (a pointer or a u64), so both images lay them out at 8 * i;
+ * kit_check_layout() checks that with cuFuncGetParamInfo on whichever image was loaded. */
+#ifndef HOSTOFF_GPU_KIT_H
+#define HOSTOFF_GPU_KIT_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define KIT_HD static __host__ __device__ __forceinline__
+#else
+#define KIT_HD static inline
+#endif
+
+/* The value of word i of content `id` at `version`: any lost, stale or misplaced word shows. */
+KIT_HD uint64_t kit_word(uint64_t id, uint64_t version, uint64_t i) {
+    return (id << 40) ^ (version * 0x9E3779B97F4A7C15ull) ^ (i * 0xBF58476D1CE4E5B9ull) ^ 1u;
+}
+
+/* Slots of kit_vu3: a launch verifies and updates up to three buffers. */
+#define KIT_SLOTS 3
+
+/* The kernels, their parameter counts (all 8-byte) and what they do:
+ *   kit_fill  (buf, id, version, words)                 buf[i] = word(id, version, i)
+ *   kit_check (buf, id, version, words, errors)         *errors += words that differ
+ *   kit_vu3   ((buf, id, version, words) x 3, errors)   for each slot with buf != NULL: count
+ *                                                       words that differ from `version`, then
+ *                                                       write version + 1
+ *   kit_read  (buf, words, sink)                        reads every word (bandwidth); writes
+ *                                                       sink[0] only if the xor is a magic value
+ * `errors` and `sink` point to device memory (a small pass-through allocation). */
+#define KIT_KERNELS(X)                                                                             \
+    X(kit_fill, 4)                                                                                 \
+    X(kit_check, 5)                                                                                \
+    X(kit_vu3, 4 * KIT_SLOTS + 1)                                                                  \
+    X(kit_read, 3)
+
+/* The simulator's image of the same kernels (virtual durations are set by the bodies). */
+#define KIT_SIM_IMAGE                                                                              \
+    "simcuda-module 1\n"                                                                           \
+    "kernel kit_fill ptr u64 u64 u64\n"                                                            \
+    "kernel kit_check ptr u64 u64 u64 ptr\n"                                                       \
+    "kernel kit_vu3 ptr u64 u64 u64 ptr u64 u64 u64 ptr u64 u64 u64 ptr\n"                         \
+    "kernel kit_read ptr u64 ptr\n"
+
+#define KIT_READ_MAGIC 0x5EED5EED5EED5EEDull
+
+#ifndef __CUDACC__
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define KIT_MIB (1ull << 20)
+
+struct kit_module {
+    CUmodule mod;
+    CUfunction fill, check, vu3, read;
+    int sms;           /* multiprocessors: sizes the grids on a GPU */
+    const char *image; /* "simulator text image" or the cubin's path */
+};
+
+/* A driver call that must succeed; prints the call and exits 1 otherwise. */
+#define KIT_CK(call)                                                                               \
+    do {                                                                                           \
+        CUresult kit_rc_ = (call);                                                                 \
+        if (kit_rc_ != CUDA_SUCCESS) kit_die_rc(kit_rc_, #call, __FILE__, __LINE__);               \
+    } while (0)
+
+void kit_die_rc(CUresult rc, const char *what, const char *file, int line);
+
+/* cuInit, device 0's primary context made current on this thread; returns it. */
+CUcontext kit_primary(CUdevice *dev);
+
+/* Loads the kernels: the cubin at `cubin` (a GPU), or KIT_SIM_IMAGE when it is NULL (the
+ * simulator); checks every kernel's parameter layout. Exits 1 on failure. */
+void kit_load(struct kit_module *m, const char *cubin);
+
+/* Grid for a kernel over `words` 8-byte words (256 threads a block; ignored by the simulator). */
+unsigned kit_blocks(const struct kit_module *m, uint64_t words);
+
+/* Launches: see KIT_KERNELS. */
+CUresult kit_fill_launch(const struct kit_module *m, CUstream s, CUdeviceptr buf, uint64_t id,
+                         uint64_t version, uint64_t bytes);
+CUresult kit_check_launch(const struct kit_module *m, CUstream s, CUdeviceptr buf, uint64_t id,
+                          uint64_t version, uint64_t bytes, CUdeviceptr errors);
+CUresult kit_read_launch(const struct kit_module *m, CUstream s, CUdeviceptr buf, uint64_t bytes,
+                         CUdeviceptr sink);
+
+/* Monotonic wall clock in seconds. */
+double kit_now(void);
+
+/* A human name for a CUresult ("CUDA_ERROR_OUT_OF_MEMORY"), never NULL. */
+const char *kit_rc_name(CUresult rc);
+#endif
+
+#endif
