@@ -5,6 +5,7 @@
 #include "driver.h"
 #include "init.h"
 #include "stats.h"
+#include "trace.h"
 #include "track.h"
 #include "engine.h"
 

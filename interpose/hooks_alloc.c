@@ -5,11 +5,13 @@
     ((1u << HO_BUF_DEVICE) | (1u << HO_BUF_ASYNC) | (1u << HO_BUF_MANAGED))
 
 /* Offload mode: the engine takes allocations it can manage; CUDA_ERROR_NOT_SUPPORTED from it
- * means "not for me" and the driver allocates. */
-#define ENGINE_ALLOC(dptr, bytes, kind)                                                            \
+ * means "not for me" and the driver allocates. The trace (tt, from ho_trace_begin) records
+ * every successful device allocation, engine's or driver's, on stream s when has_s. */
+#define ENGINE_ALLOC(dptr, bytes, kind, tt, s, has_s, pt)                                          \
     do {                                                                                           \
         if (ho_offloading()) {                                                                     \
             CUresult erc_ = ho_engine_alloc(dptr, bytes, kind);                                    \
+            if (erc_ == CUDA_SUCCESS) ho_trace_alloc(tt, *(dptr), s, has_s, pt);                   \
             if (erc_ != CUDA_ERROR_NOT_SUPPORTED) return erc_;                                     \
         }                                                                                          \
     } while (0)
@@ -21,68 +23,82 @@
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     HO_ENTER(cuMemAlloc_v2);
-    ENGINE_ALLOC(dptr, bytesize, HO_BUF_DEVICE);
+    uint64_t tt = ho_trace_begin();
+    ENGINE_ALLOC(dptr, bytesize, HO_BUF_DEVICE, tt, NULL, false, false);
     CUresult rc = HO_REAL(cuMemAlloc_v2, dptr, bytesize);
     RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAlloc_v2, dptr, bytesize));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_DEVICE);
+    if (rc == CUDA_SUCCESS) ho_trace_alloc(tt, *dptr, NULL, false, false);
     return rc;
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                             unsigned int elem) {
     HO_ENTER(cuMemAllocPitch_v2);
+    uint64_t tt = ho_trace_begin();
     /* Pitched allocations stay with the driver (it chooses the pitch): tracked, never moved. */
     CUresult rc = HO_REAL(cuMemAllocPitch_v2, dptr, pitch, width, height, elem);
     RETRY_ON_OOM(rc, width * height, HO_REAL(cuMemAllocPitch_v2, dptr, pitch, width, height, elem));
     if (rc == CUDA_SUCCESS && ho_tracking())
         ho_track_alloc(*dptr, (uint64_t)*pitch * height, HO_BUF_DEVICE);
+    if (rc == CUDA_SUCCESS) ho_trace_alloc(tt, *dptr, NULL, false, false);
     return rc;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
     HO_ENTER(cuMemAllocAsync);
+    uint64_t tt = ho_trace_begin();
     /* A managed buffer is usable at once: stream order only matters for its free. */
-    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC);
+    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC, tt, s, true, false);
     CUresult rc = HO_REAL(cuMemAllocAsync, dptr, bytesize, s);
     RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocAsync, dptr, bytesize, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    if (rc == CUDA_SUCCESS) ho_trace_alloc(tt, *dptr, s, true, false);
     return rc;
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
     HO_ENTER(cuMemAllocAsync_ptsz);
+    uint64_t tt = ho_trace_begin();
     /* A managed buffer is usable at once: stream order only matters for its free. */
-    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC);
+    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC, tt, s, true, true);
     CUresult rc = HO_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, s);
     RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    if (rc == CUDA_SUCCESS) ho_trace_alloc(tt, *dptr, s, true, true);
     return rc;
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream s) {
     HO_ENTER(cuMemAllocFromPoolAsync);
+    uint64_t tt = ho_trace_begin();
     /* An explicit pool carries the application's own settings (access, export): the driver's. */
     CUresult rc = HO_REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, s);
     RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocFromPoolAsync, dptr, bytesize, pool, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    if (rc == CUDA_SUCCESS) ho_trace_alloc(tt, *dptr, s, true, false);
     return rc;
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream s) {
     HO_ENTER(cuMemAllocFromPoolAsync_ptsz);
+    uint64_t tt = ho_trace_begin();
     /* An explicit pool carries the application's own settings (access, export): the driver's. */
     CUresult rc = HO_REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s);
     RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
+    if (rc == CUDA_SUCCESS) ho_trace_alloc(tt, *dptr, s, true, true);
     return rc;
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
     HO_ENTER(cuMemAllocManaged);
+    uint64_t tt = ho_trace_begin();
     CUresult rc = HO_REAL(cuMemAllocManaged, dptr, bytesize, flags);
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_MANAGED);
+    if (rc == CUDA_SUCCESS) ho_trace_alloc(tt, *dptr, NULL, false, false);
     return rc;
 }
 
@@ -90,24 +106,29 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
  * another thread's allocation, which must not find a stale record in the way. */
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
     HO_ENTER(cuMemFree_v2);
+    uint64_t tt = ho_trace_begin(), tid = ho_trace_free_id(tt, dptr);
     if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, NULL, false, false))
-        return CUDA_SUCCESS;
+        return ho_trace_freed(tt, tid, NULL, false, false, CUDA_SUCCESS);
     if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
-    return HO_REAL(cuMemFree_v2, dptr);
+    return ho_trace_freed(tt, tid, NULL, false, false, HO_REAL(cuMemFree_v2, dptr));
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
     HO_ENTER(cuMemFreeAsync);
-    if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, s, false, true)) return CUDA_SUCCESS;
+    uint64_t tt = ho_trace_begin(), tid = ho_trace_free_id(tt, dptr);
+    if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, s, false, true))
+        return ho_trace_freed(tt, tid, s, true, false, CUDA_SUCCESS);
     if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
-    return HO_REAL(cuMemFreeAsync, dptr, s);
+    return ho_trace_freed(tt, tid, s, true, false, HO_REAL(cuMemFreeAsync, dptr, s));
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
     HO_ENTER(cuMemFreeAsync_ptsz);
-    if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, s, true, true)) return CUDA_SUCCESS;
+    uint64_t tt = ho_trace_begin(), tid = ho_trace_free_id(tt, dptr);
+    if (dptr != 0 && ho_engine_active() && ho_engine_free(dptr, s, true, true))
+        return ho_trace_freed(tt, tid, s, true, true, CUDA_SUCCESS);
     if (dptr != 0 && ho_tracking()) ho_track_free(dptr, DEVICE_KINDS);
-    return HO_REAL(cuMemFreeAsync_ptsz, dptr, s);
+    return ho_trace_freed(tt, tid, s, true, true, HO_REAL(cuMemFreeAsync_ptsz, dptr, s));
 }
 
 /* Host allocations are tracked only: pointers into them are recognised, nothing moves. */

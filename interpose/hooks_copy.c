@@ -1,6 +1,7 @@
 /* Copy and memset hooks: each marks the tracked buffers it touches. The parameter lists are
  * written out; the declarations from hooks.def make the compiler check them. */
 #include "hook.h"
+#include "trace_args.h"
 
 #define HO_REALP(exp, ARGS) (ho_real.exp != NULL ? ho_real.exp ARGS : CUDA_ERROR_NOT_SUPPORTED)
 
@@ -25,36 +26,42 @@ static void access_begin(uint64_t a, uint64_t b, CUstream s, bool pt, struct ho_
 
 #define P(x) ((uint64_t)(uintptr_t)(x))
 
-/* A hook that calls the driver, then reports what it touched. */
+/* A hook that calls the driver, then reports what it touched (and to the trace, its size). */
 #define COPY_HOOK(exp, PARAMS, ARGS, DST, SRC, STREAM, PT)                                         \
     CUresult exp PARAMS {                                                                          \
         HO_ENTER(exp);                                                                             \
+        uint64_t tt_ = ho_trace_begin();                                                           \
         if (ho_offloading()) {                                                                     \
             struct ho_engine_touch t_;                                                             \
             access_begin(P(DST), P(SRC), STREAM, PT, &t_);                                         \
             CUresult rc = HO_REALP(exp, ARGS);                                                     \
             ho_engine_finish(&t_, STREAM, PT, rc == CUDA_SUCCESS);                                 \
             if (rc == CUDA_SUCCESS) ho_count(&ho_stats.counts_copies, 1);                          \
+            ho_trace_copy(tt_, P(DST), P(SRC), HO_COPY_BYTES ARGS, STREAM, PT, #exp, rc);          \
             return rc;                                                                             \
         }                                                                                          \
         CUresult rc = HO_REALP(exp, ARGS);                                                         \
         if (rc == CUDA_SUCCESS && ho_tracking()) copied(P(DST), P(SRC));                           \
+        ho_trace_copy(tt_, P(DST), P(SRC), HO_COPY_BYTES ARGS, STREAM, PT, #exp, rc);              \
         return rc;                                                                                 \
     }
 
 #define MEMSET_HOOK(exp, PARAMS, ARGS, STREAM, PT)                                                 \
     CUresult exp PARAMS {                                                                          \
         HO_ENTER(exp);                                                                             \
+        uint64_t tt_ = ho_trace_begin();                                                           \
         if (ho_offloading()) {                                                                     \
             struct ho_engine_touch t_;                                                             \
             access_begin(d, 0, STREAM, PT, &t_);                                                   \
             CUresult rc = HO_REALP(exp, ARGS);                                                     \
             ho_engine_finish(&t_, STREAM, PT, rc == CUDA_SUCCESS);                                 \
             if (rc == CUDA_SUCCESS) ho_count(&ho_stats.counts_memsets, 1);                         \
+            ho_trace_memset(tt_, d, HO_MEMSET_BYTES ARGS, STREAM, PT, #exp, rc);                   \
             return rc;                                                                             \
         }                                                                                          \
         CUresult rc = HO_REALP(exp, ARGS);                                                         \
         if (rc == CUDA_SUCCESS && ho_tracking()) memset_done(d);                                   \
+        ho_trace_memset(tt_, d, HO_MEMSET_BYTES ARGS, STREAM, PT, #exp, rc);                       \
         return rc;                                                                                 \
     }
 

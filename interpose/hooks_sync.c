@@ -17,12 +17,24 @@ static void maybe_count(_Atomic uint64_t *counter) {
         return rc;                                                                                 \
     }
 
+/* A PASS_HOOK that also tells the trace (HOSTOFF_TRACE) about the call once it succeeded: TRACE
+ * is the statement, with tt_ the call's entry time. */
+#define TRACED_HOOK(exp, PARAMS, ARGS, COUNTER, TRACE)                                             \
+    CUresult exp PARAMS {                                                                          \
+        HO_ENTER(exp);                                                                             \
+        uint64_t tt_ = ho_trace_begin();                                                           \
+        CUresult rc = HO_REALP(exp, ARGS);                                                         \
+        maybe_count(COUNTER);                                                                      \
+        if (tt_ != 0 && rc == CUDA_SUCCESS) TRACE;                                                 \
+        return rc;                                                                                 \
+    }
+
 #define SYNCS (&ho_stats.counts_syncs)
 #define CAPTURES (&ho_stats.counts_captures)
 #define NONE ((_Atomic uint64_t *)NULL)
 
-PASS_HOOK(cuStreamSynchronize, (CUstream s), (s), SYNCS)
-PASS_HOOK(cuStreamSynchronize_ptsz, (CUstream s), (s), SYNCS)
+TRACED_HOOK(cuStreamSynchronize, (CUstream s), (s), SYNCS, ho_trace_sync(tt_, s, false, false))
+TRACED_HOOK(cuStreamSynchronize_ptsz, (CUstream s), (s), SYNCS, ho_trace_sync(tt_, s, true, false))
 /* The engine names streams that used a buffer: a stream about to go is replaced in those lists
  * by an event recorded on it now, which stays valid after the stream is gone. */
 CUresult cuStreamDestroy_v2(CUstream s) {
@@ -33,24 +45,31 @@ CUresult cuStreamDestroy_v2(CUstream s) {
 
 PASS_HOOK(cuStreamQuery, (CUstream s), (s), NONE)
 PASS_HOOK(cuStreamQuery_ptsz, (CUstream s), (s), NONE)
-PASS_HOOK(cuEventSynchronize, (CUevent e), (e), SYNCS)
+TRACED_HOOK(cuEventSynchronize, (CUevent e), (e), SYNCS, ho_trace_event_sync(tt_, e))
 PASS_HOOK(cuEventQuery, (CUevent e), (e), NONE)
-PASS_HOOK(cuCtxSynchronize, (void), (), SYNCS)
-PASS_HOOK(cuCtxSynchronize_v2, (CUcontext c), (c), SYNCS)
-PASS_HOOK(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE)
-PASS_HOOK(cuStreamWaitEvent_ptsz, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE)
-PASS_HOOK(cuEventRecord, (CUevent e, CUstream s), (e, s), NONE)
-PASS_HOOK(cuEventRecord_ptsz, (CUevent e, CUstream s), (e, s), NONE)
-PASS_HOOK(cuEventRecordWithFlags, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE)
-PASS_HOOK(cuEventRecordWithFlags_ptsz, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE)
+TRACED_HOOK(cuCtxSynchronize, (void), (), SYNCS, ho_trace_sync(tt_, NULL, false, true))
+TRACED_HOOK(cuCtxSynchronize_v2, (CUcontext c), (c), SYNCS, ho_trace_sync(tt_, NULL, false, true))
+TRACED_HOOK(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE,
+            ho_trace_wait(tt_, s, false, e))
+TRACED_HOOK(cuStreamWaitEvent_ptsz, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE,
+            ho_trace_wait(tt_, s, true, e))
+TRACED_HOOK(cuEventRecord, (CUevent e, CUstream s), (e, s), NONE, ho_trace_record(tt_, e, s, false))
+TRACED_HOOK(cuEventRecord_ptsz, (CUevent e, CUstream s), (e, s), NONE,
+            ho_trace_record(tt_, e, s, true))
+TRACED_HOOK(cuEventRecordWithFlags, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE,
+            ho_trace_record(tt_, e, s, false))
+TRACED_HOOK(cuEventRecordWithFlags_ptsz, (CUevent e, CUstream s, unsigned int f), (e, s, f), NONE,
+            ho_trace_record(tt_, e, s, true))
 
 /* Captures in progress stop the engine: nothing moves or synchronises while one is open. */
 #define BEGIN_CAPTURE_HOOK(exp, PARAMS, ARGS)                                                      \
     CUresult exp PARAMS {                                                                          \
         HO_ENTER(exp);                                                                             \
         if (ho_offloading()) ho_engine_capture(+1);                                                \
+        ho_trace_capture(+1);                                                                      \
         CUresult rc = HO_REALP(exp, ARGS);                                                         \
         if (ho_offloading() && rc != CUDA_SUCCESS) ho_engine_capture(-1);                          \
+        if (rc != CUDA_SUCCESS) ho_trace_capture(-1);                                              \
         maybe_count(rc == CUDA_SUCCESS ? CAPTURES : NONE);                                         \
         return rc;                                                                                 \
     }
@@ -64,6 +83,9 @@ PASS_HOOK(cuEventRecordWithFlags_ptsz, (CUevent e, CUstream s, unsigned int f), 
             (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||                  \
              rc == CUDA_ERROR_STREAM_CAPTURE_UNJOINED))                                            \
             ho_engine_capture(-1);                                                                 \
+        if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||                   \
+            rc == CUDA_ERROR_STREAM_CAPTURE_UNJOINED)                                              \
+            ho_trace_capture(-1);                                                                  \
         return rc;                                                                                 \
     }
 

@@ -131,6 +131,8 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     out->backend = (enum ho_backend)enum_index(ho_option_table[HO_OPT_BACKEND].values, backend);
     const char *report = value_of(getenv_fn, HO_OPT_REPORT, &invalid);
     out->report = report != NULL && *report != '\0' ? report : NULL;
+    const char *trace = value_of(getenv_fn, HO_OPT_TRACE, &invalid);
+    out->trace = trace != NULL && *trace != '\0' ? trace : NULL;
     const char *lib = value_of(getenv_fn, HO_OPT_LIBCUDA, &invalid);
     out->libcuda = lib != NULL && *lib != '\0' ? lib : NULL;
     return invalid;

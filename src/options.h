@@ -61,6 +61,7 @@ struct ho_options {
     enum ho_policy_choice policy;
     enum ho_log_level log;
     const char *report;      /* NULL: no report */
+    const char *trace;       /* NULL: no trace */
     const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */
 };
 

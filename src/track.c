@@ -6,6 +6,7 @@
 #include "paramcache.h"
 #include "stats.h"
 #include "engine.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -293,6 +294,7 @@ static void launch_scan(const void *func, void **params, void **extra, struct to
 void ho_track_launch(const void *func, void **params, void **extra) {
     struct touch_set t;
     launch_scan(func, params, extra, &t);
+    ho_trace_uses(t.b, t.n);
     ho_registry_read_end();
     ho_count(&ho_stats.counts_launches, 1);
 }
@@ -301,6 +303,7 @@ void ho_track_launch_begin(const void *func, void **params, void **extra, CUstre
                            bool per_thread, struct ho_engine_touch *et) {
     struct touch_set t;
     launch_scan(func, params, extra, &t);
+    ho_trace_uses(t.b, t.n);
     /* Inside the read side: a buffer found here cannot be freed before its use is announced. */
     ho_engine_prepare(t.b, t.n, s, per_thread, true, et);
     et->func = (uint64_t)(uintptr_t)func;

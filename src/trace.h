@@ -1,0 +1,140 @@
+/* The trace (HOSTOFF_TRACE): what the library observes, written as JSON Lines, schema version 1
+ * (docs/trace-format.md): allocations, frees, launches with the buffers they touch, copies,
+ * synchronisations, cross-stream waits.
+ *
+ * Hooks call these around the real driver call:
+ *
+ *     uint64_t tt = ho_trace_begin();       the call's entry time, 0 when not tracing
+ *     ... real call ...
+ *     ho_trace_sync(tt, ...);               records the event; nothing when tt == 0
+ *
+ * When tracing is off, ho_trace_begin is one load and one predictable branch, and every other
+ * entry point is a test of the register holding tt: nothing else runs on the hot path.
+ *
+ * Records go into one process-wide buffer under a mutex: a trace is a diagnostic the user asks
+ * for, so one uncontended lock per traced call (tens of ns, next to microseconds of driver call)
+ * buys the property the replay needs: lines are in the one order in which calls reached the
+ * driver, across threads, without merging per-thread buffers afterwards. The buffer is written
+ * out when it holds enough lines whose kernel durations are known, and at exit. */
+#ifndef HOSTOFF_TRACE_H
+#define HOSTOFF_TRACE_H
+
+#include "cuda_api.h"
+#include "registry.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Whether this process traces: decided at the first traced call (after the library initialised,
+ * so the options and the mode are known), OFF for good after a fork or at exit. */
+enum ho_trace_state { HO_TRACE_OFF, HO_TRACE_UNDECIDED, HO_TRACE_ON };
+extern _Atomic int ho_trace_state;
+
+uint64_t ho_trace_begin_slow(void);
+
+/* The entry time of a traced call (the trace clock, never 0), or 0 when not tracing. */
+static inline uint64_t ho_trace_begin(void) {
+    if (__builtin_expect(
+            atomic_load_explicit(&ho_trace_state, memory_order_relaxed) == HO_TRACE_OFF, 1))
+        return 0;
+    return ho_trace_begin_slow();
+}
+
+/* ---------------------------------------------------------------------- allocations, frees */
+
+void ho_trace_alloc_slow(uint64_t t0, uint64_t ptr, CUstream s, bool has_stream, bool per_thread);
+/* An allocation at ptr succeeded (looked up in the registry: only device, stream-ordered and
+ * managed buffers are traced). */
+static inline void ho_trace_alloc(uint64_t t0, uint64_t ptr, CUstream s, bool has_stream,
+                                  bool per_thread) {
+    if (__builtin_expect(t0 != 0, 0)) ho_trace_alloc_slow(t0, ptr, s, has_stream, per_thread);
+}
+
+uint64_t ho_trace_free_id_slow(uint64_t ptr);
+/* Before a free: the traced buffer at ptr (its id), or 0. */
+static inline uint64_t ho_trace_free_id(uint64_t t0, uint64_t ptr) {
+    return __builtin_expect(t0 != 0, 0) ? ho_trace_free_id_slow(ptr) : 0;
+}
+
+void ho_trace_free_slow(uint64_t t0, uint64_t id, CUstream s, bool has_stream, bool per_thread);
+/* After the free: records it when it succeeded; returns rc. */
+static inline CUresult ho_trace_freed(uint64_t t0, uint64_t id, CUstream s, bool has_stream,
+                                      bool per_thread, CUresult rc) {
+    if (__builtin_expect(id != 0, 0) && rc == CUDA_SUCCESS)
+        ho_trace_free_slow(t0, id, s, has_stream, per_thread);
+    return rc;
+}
+
+/* -------------------------------------------------------------------------------- launches */
+
+/* One launch, from its hook's entry to its end. The kernel's device duration is measured by a
+ * pair of events recorded around the real launch and read back once the application has
+ * synchronised that stream (or at exit): never a wait of the library's own. */
+struct ho_trace_launch {
+    uint64_t t0;   /* entry time; 0: not traced */
+    CUevent ev[2]; /* start and end, or NULL: not timed */
+};
+
+void ho_trace_launch_begin_slow(struct ho_trace_launch *l, uint64_t t0);
+static inline void ho_trace_launch_begin(struct ho_trace_launch *l) {
+    l->t0 = ho_trace_begin();
+    if (__builtin_expect(l->t0 != 0, 0)) ho_trace_launch_begin_slow(l, l->t0);
+}
+
+/* The buffers the launch touches (track.c, from its parameter scan; the registry's read side
+ * held). Kept per thread until the launch ends. */
+void ho_trace_uses_slow(struct ho_buffer *const *bufs, int n);
+static inline void ho_trace_uses(struct ho_buffer *const *bufs, int n) {
+    if (__builtin_expect(atomic_load_explicit(&ho_trace_state, memory_order_relaxed) == HO_TRACE_ON,
+                         0))
+        ho_trace_uses_slow(bufs, n);
+}
+
+void ho_trace_launch_issue_slow(struct ho_trace_launch *l, CUstream s, bool per_thread);
+/* Right before the real launch: records the start event. */
+static inline void ho_trace_launch_issue(struct ho_trace_launch *l, CUstream s, bool per_thread) {
+    if (__builtin_expect(l->t0 != 0, 0)) ho_trace_launch_issue_slow(l, s, per_thread);
+}
+
+void ho_trace_launch_end_slow(struct ho_trace_launch *l, const void *func, CUstream s,
+                              bool per_thread, CUresult rc);
+/* After the real launch: records the end event and the launch (when it succeeded). */
+static inline void ho_trace_launch_end(struct ho_trace_launch *l, const void *func, CUstream s,
+                                       bool per_thread, CUresult rc) {
+    if (__builtin_expect(l->t0 != 0, 0)) ho_trace_launch_end_slow(l, func, s, per_thread, rc);
+}
+
+/* ------------------------------------------------------------------------- copies, memsets */
+
+void ho_trace_copy_slow(uint64_t t0, uint64_t dst, uint64_t src, uint64_t bytes, CUstream s,
+                        bool per_thread, const char *entry, bool memset);
+/* A copy of `bytes` from src to dst (or a memset of dst: src 0) by entry point `entry` (its
+ * name says whether it is synchronous), once the driver accepted it. */
+static inline void ho_trace_copy(uint64_t t0, uint64_t dst, uint64_t src, uint64_t bytes,
+                                 CUstream s, bool per_thread, const char *entry, CUresult rc) {
+    if (__builtin_expect(t0 != 0, 0) && rc == CUDA_SUCCESS)
+        ho_trace_copy_slow(t0, dst, src, bytes, s, per_thread, entry, false);
+}
+static inline void ho_trace_memset(uint64_t t0, uint64_t dst, uint64_t bytes, CUstream s,
+                                   bool per_thread, const char *entry, CUresult rc) {
+    if (__builtin_expect(t0 != 0, 0) && rc == CUDA_SUCCESS)
+        ho_trace_copy_slow(t0, dst, 0, bytes, s, per_thread, entry, true);
+}
+
+/* ------------------------------------------------------------- synchronisation and order */
+
+/* A stream synchronisation (device: a context synchronisation). */
+void ho_trace_sync(uint64_t t0, CUstream s, bool per_thread, bool device);
+/* An event synchronisation: a synchronisation of the stream the event was recorded on. */
+void ho_trace_event_sync(uint64_t t0, CUevent e);
+/* An event recorded on a stream: remembered for the waits on it. */
+void ho_trace_record(uint64_t t0, CUevent e, CUstream s, bool per_thread);
+/* Stream s waits for event e: "s waits for stream on". */
+void ho_trace_wait(uint64_t t0, CUstream s, bool per_thread, CUevent e);
+/* A stream capture began (+1) or ended (-1): captured work does not run, so it is not traced. */
+void ho_trace_capture(int delta);
+/* A step marker (for an explicit step API). */
+void ho_trace_step(void);
+
+#endif

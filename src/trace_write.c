@@ -1,0 +1,166 @@
+/* Writing the trace: the first line (the device) and one JSON object per buffered record, in
+ * buffer order, up to the first launch whose duration is not known yet. Lines are formatted into
+ * a fixed buffer and written with write(2), under the trace lock. */
+#include "trace_internal.h"
+
+#include "driver.h"
+#include "log.h"
+#include "report.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static char out[1 << 16];
+static size_t nout;
+static bool write_failed;
+
+static void out_drain(void) {
+    size_t done = 0;
+    while (done < nout && !write_failed) {
+        ssize_t w = write(tr.fd, out + done, nout - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            write_failed = true;
+            ho_log(HO_LOG_ERROR, "HOSTOFF_TRACE: write failed (%s); the trace stops here",
+                   strerror(w < 0 ? errno : EIO));
+            atomic_store(&ho_trace_state, HO_TRACE_OFF);
+            break;
+        }
+        done += (size_t)w;
+    }
+    nout = 0;
+}
+
+/* Room for one line's fixed part; use lists and names go through out_str/out_fmt piecewise. */
+static void out_reserve(size_t n) {
+    if (nout + n > sizeof out) out_drain();
+}
+
+__attribute__((format(printf, 1, 2))) static void out_fmt(const char *fmt, ...) {
+    out_reserve(256);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out + nout, sizeof out - nout, fmt, ap);
+    va_end(ap);
+    if (n > 0) nout += (size_t)n < sizeof out - nout ? (size_t)n : sizeof out - nout - 1;
+}
+
+/* A JSON string, escaped. */
+static void out_str(const char *s) {
+    out_reserve(2);
+    out[nout++] = '"';
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        out_reserve(8);
+        if (c == '"' || c == '\\') {
+            out[nout++] = '\\';
+            out[nout++] = (char)c;
+        } else if (c < 0x20) {
+            nout += (size_t)snprintf(out + nout, 8, "\\u%04x", c);
+        } else {
+            out[nout++] = (char)c;
+        }
+    }
+    out_reserve(1);
+    out[nout++] = '"';
+}
+
+static const char *clock_name(void) {
+    /* The same probe as ho_clock_ns(): the simulator's clock when simcuda is the driver. */
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    bool sim = h != NULL && ho_real_dlsym_fn(h, "simcuda_now_ns") != NULL;
+    if (h != NULL) dlclose(h);
+    return sim ? "simcuda" : "monotonic";
+}
+
+static void write_header(void) {
+    char name[256] = "unknown";
+    size_t mem = 0;
+    CUdevice dev = 0;
+    uint64_t t = ho_trace_self_begin();
+    if (ho_real.cuCtxGetDevice == NULL || ho_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;
+    if (ho_real.cuDeviceGetName == NULL ||
+        ho_real.cuDeviceGetName(name, (int)sizeof name, dev) != CUDA_SUCCESS)
+        snprintf(name, sizeof name, "unknown");
+    if (ho_real.cuDeviceTotalMem_v2 == NULL || ho_real.cuDeviceTotalMem_v2(&mem, dev) != 0) mem = 0;
+    ho_trace_self_end(t);
+    out_fmt("{\"hostoff_trace\":1,\"device\":{\"name\":");
+    out_str(name);
+    out_fmt(",\"mem_bytes\":%zu,\"ordinal\":%d},\"pid\":%ld,\"rank\":%ld,\"clock\":\"%s\","
+            "\"ns\":\"events\"}\n",
+            mem, (int)dev, (long)getpid(), ho_rank(), clock_name());
+    tr.header_done = true;
+}
+
+static const char *const dir_name[] = {"h2d", "d2h", "d2d"};
+
+static void write_uses(const struct trec *r) {
+    out_fmt(",\"use\":[");
+    for (uint32_t i = 0; i < r->nuse; i++)
+        out_fmt("%s%llu", i ? "," : "", (unsigned long long)tr.uses[r->use_at + i]);
+    out_fmt("]");
+}
+
+static void write_record(const struct trec *r) {
+    unsigned long long t = (unsigned long long)(r->t > tr.base ? r->t - tr.base : 0);
+    switch (r->kind) {
+    case TR_ALLOC:
+        out_fmt("{\"e\":\"alloc\",\"t\":%llu,\"id\":%llu,\"bytes\":%llu", t,
+                (unsigned long long)r->id, (unsigned long long)r->bytes);
+        if (r->flags & TRF_STREAM) out_fmt(",\"s\":%d", r->s);
+        if (r->flags & TRF_MANAGED) out_fmt(",\"managed\":true");
+        break;
+    case TR_FREE:
+        out_fmt("{\"e\":\"free\",\"t\":%llu,\"id\":%llu", t, (unsigned long long)r->id);
+        if (r->flags & TRF_STREAM) out_fmt(",\"s\":%d", r->s);
+        break;
+    case TR_LAUNCH:
+        out_fmt("{\"e\":\"launch\",\"t\":%llu,\"s\":%d,\"k\":", t, r->s);
+        out_str(ho_trace_kernel_name_at(r->kname));
+        out_fmt(",\"ns\":%llu", (unsigned long long)r->ns);
+        write_uses(r);
+        break;
+    case TR_COPY:
+        out_fmt("{\"e\":\"copy\",\"t\":%llu,\"s\":%d,\"dir\":\"%s\",\"bytes\":%llu", t, r->s,
+                dir_name[r->dir], (unsigned long long)r->bytes);
+        write_uses(r);
+        if (r->flags & TRF_SYNC) out_fmt(",\"sync\":true");
+        if (r->flags & TRF_MEMSET) out_fmt(",\"memset\":true");
+        break;
+    case TR_SYNC:
+        out_fmt("{\"e\":\"sync\",\"t\":%llu", t);
+        if (r->flags & TRF_STREAM) out_fmt(",\"s\":%d", r->s);
+        break;
+    case TR_WAIT:
+        out_fmt("{\"e\":\"wait\",\"t\":%llu,\"s\":%d,\"on\":%d", t, r->s, r->on);
+        break;
+    case TR_STEP:
+        out_fmt("{\"e\":\"step\",\"t\":%llu", t);
+        break;
+    }
+    out_fmt(",\"d\":%llu}\n", (unsigned long long)r->d);
+}
+
+void ho_trace_flush(bool all) {
+    if (tr.fd < 0 || write_failed) return;
+    if (!tr.header_done) write_header();
+    size_t k = 0;
+    for (; k < tr.nrec; k++) {
+        if ((tr.rec[k].flags & TRF_PENDING) && !all) break;
+        write_record(&tr.rec[k]);
+    }
+    out_drain();
+    if (k == 0) return;
+    /* Keep the rest (from the first pending launch on), and their use lists, at the front. */
+    size_t use_from = k < tr.nrec ? tr.rec[k].use_at : tr.nuses;
+    memmove(tr.rec, tr.rec + k, (tr.nrec - k) * sizeof *tr.rec);
+    tr.nrec -= k;
+    memmove(tr.uses, tr.uses + use_from, (tr.nuses - use_from) * sizeof *tr.uses);
+    tr.nuses -= use_from;
+    for (size_t i = 0; i < tr.nrec; i++)
+        tr.rec[i].use_at -= use_from;
+}

@@ -1,0 +1,135 @@
+/* Helpers shared by the hostoff subcommands (see cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void cli_error(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "hostoff: %s\n", msg);
+}
+
+bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out) {
+    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0) return false;
+    unsigned shift = 0;
+    if (suffixes) {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            shift = 10;
+            end++;
+            break;
+        case 'm':
+        case 'M':
+            shift = 20;
+            end++;
+            break;
+        case 'g':
+        case 'G':
+            shift = 30;
+            end++;
+            break;
+        case 't':
+        case 'T':
+            shift = 40;
+            end++;
+            break;
+        default:
+            break;
+        }
+        if (*end == 'B' || *end == 'b') end++;
+    }
+    if (*end != '\0' || (shift != 0 && v > (UINT64_MAX >> shift))) return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+void cli_format_bytes(uint64_t bytes, char *buf, size_t cap) {
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1000 && u < 4) {
+        v /= 1000;
+        u++;
+    }
+    snprintf(buf, cap, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+}
+
+void cli_progress_start(struct cli_progress *p, const char *label) {
+    p->on = isatty(STDERR_FILENO) == 1;
+    p->label = label;
+    p->shown = -1;
+}
+
+void cli_progress(struct cli_progress *p, uint64_t done, uint64_t total) {
+    if (!p->on || total == 0) return;
+    int pct = (int)(done * 100 / total);
+    if (pct == p->shown) return;
+    p->shown = pct;
+    fprintf(stderr, "\r%s %3d%%", p->label, pct);
+    fflush(stderr);
+}
+
+void cli_progress_end(struct cli_progress *p) {
+    if (p->on && p->shown >= 0) fprintf(stderr, "\r%*s\r", (int)strlen(p->label) + 6, "");
+    p->shown = -1;
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+bool cli_locate(const char *what, const char *env, const char *const *candidates, char *out,
+                size_t cap) {
+    const char *v = getenv(env);
+    if (v != NULL && *v != '\0') {
+        if (!exists(v)) {
+            cli_error("%s=%s: no such file or directory", env, v);
+            return false;
+        }
+        snprintf(out, cap, "%s", v);
+        return true;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        cli_error("cannot find the hostoff binary's directory to look for %s; set %s", what, env);
+        return false;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash != NULL) *slash = '\0';
+    char tried[2048] = "";
+    for (const char *const *c = candidates; *c != NULL; c++) {
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", self, *c);
+        if (exists(path)) {
+            char *real = realpath(path, NULL);
+            snprintf(out, cap, "%s", real != NULL ? real : path);
+            free(real);
+            return true;
+        }
+        size_t len = strlen(tried), add = strlen(path);
+        if (len + add + 3 < sizeof tried) {
+            if (len > 0) memcpy(tried + len, ", ", 2), len += 2;
+            memcpy(tried + len, path, add + 1);
+        }
+    }
+    cli_error("cannot find %s (tried %s); set %s", what, tried, env);
+    return false;
+}

@@ -1,0 +1,40 @@
+/* What the hostoff command's subcommands share: their entry points (the table is in hostoff.c;
+ * one file per subcommand), messages, number parsing, progress on a terminal, and finding the
+ * build's libhostoff.so, simulated driver and helper programs next to the hostoff binary.
+ *
+ * Exit status of every subcommand: 0 done, 1 the run failed, 2 bad usage or bad input. */
+#ifndef HOSTOFF_TOOLS_CLI_H
+#define HOSTOFF_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+int cmd_gentrace(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+
+/* "hostoff: <message>" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A whole number, with an optional K, M, G or T suffix (powers of 1024) when `suffixes`. */
+bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out);
+/* "12.3 GB" (powers of 1000, as link and memory figures are quoted). */
+void cli_format_bytes(uint64_t bytes, char *buf, size_t cap);
+
+/* Progress on stderr, only when stderr is a terminal; at most one update a percent. */
+struct cli_progress {
+    bool on;
+    const char *label;
+    int shown; /* last percentage shown, -1: none */
+};
+void cli_progress_start(struct cli_progress *p, const char *label);
+void cli_progress(struct cli_progress *p, uint64_t done, uint64_t total);
+void cli_progress_end(struct cli_progress *p);
+
+/* Finds a file of the build: $ENV when set (it must exist), else the first of `candidates`
+ * (paths relative to the directory of the hostoff binary) that exists. False, with a message
+ * naming what was tried and the variable that overrides it, when none does. */
+bool cli_locate(const char *what, const char *env, const char *const *candidates, char *out,
+                size_t cap);
+
+#endif

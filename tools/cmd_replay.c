@@ -1,0 +1,488 @@
+/* hostoff replay TRACE [--budget none|BYTES|PCT%] [--policy lru|lookahead|oracle]
+ *                      [--link pcie5|c2c|GBPS] [--json]
+ *
+ * Replays a trace through the real libhostoff.so on the simulated driver (sparse mode: no bytes
+ * move, so 100+ GB workloads replay in little memory) and summarises what the library did, in
+ * the simulator's virtual time. The trace is read and checked completely first: a malformed line
+ * is reported by number and nothing runs. Then hostoff-replayer (replayer.c) runs in a child
+ * process with the library preloaded, and the child's SIMCUDA_REPORT and HOSTOFF_REPORT give the
+ * figures. The same trace and options give the same output, byte for byte.
+ *
+ *   --budget none   no offload (HOSTOFF_MODE=off): the unconstrained run
+ *   --budget BYTES  HOSTOFF_BUDGET (K, M, G, T: powers of 1024)
+ *   --budget PCT%   that share of the trace's unconstrained peak (the most bytes its buffers hold
+ *                   at once), computed from the trace
+ *   --link          pcie5: 55 GB/s each way, 88 both together (PCIe Gen5 x16);
+ *                   c2c: 345 GB/s each way, 690 together (GH200 NVLink-C2C);
+ *                   GBPS: that rate each way, 1.6x it together (as PCIe's 88/55)
+ * The simulated device is large enough for the whole trace (twice its peak, at least the traced
+ * device's memory), so only the budget constrains. Every buffer is the engine's to move
+ * (HOSTOFF_MIN_BYTES=1). */
+#include "cli.h"
+#include "json.h"
+#include "trace_read.h"
+
+#include <errno.h>
+#include <link.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct options {
+    const char *trace;
+    const char *budget_text;
+    const char *policy;
+    const char *link;
+    bool json;
+    double h2d, d2h, duplex; /* GB/s */
+    bool budget_none;
+    uint64_t budget;   /* bytes */
+    double budget_pct; /* 0: given in bytes */
+};
+
+struct results {
+    uint64_t virtual_ns, peak_device, to_host, to_device, stall, evictions, restores;
+    uint64_t demand_restores, prefetches, illegal, hazards, remote, launches;
+    uint64_t replay_ns;
+    uint64_t *marks;
+    size_t nmarks;
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hostoff replay TRACE [--budget none|BYTES|PCT%%] "
+            "[--policy lru|lookahead|oracle]\n"
+            "                      [--link pcie5|c2c|GBPS] [--json]\n\n"
+            "  --budget   device bytes for the offloaded buffers (default 50%%); none: no offload\n"
+            "  --policy   HOSTOFF_POLICY for the replay (default lookahead)\n"
+            "  --link     host link: pcie5 (55 GB/s each way), c2c (345 GB/s), or GB/s\n"
+            "  --json     one JSON object instead of the summary\n");
+}
+
+static int parse(int argc, char **argv, struct options *o) {
+    o->budget_text = "50%";
+    o->policy = "lookahead";
+    o->link = "pcie5";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
+            continue;
+        }
+        bool takes =
+            strcmp(a, "--budget") == 0 || strcmp(a, "--policy") == 0 || strcmp(a, "--link") == 0;
+        if (takes && i + 1 >= argc) {
+            cli_error("replay: %s needs a value", a);
+            return 2;
+        }
+        if (strcmp(a, "--budget") == 0)
+            o->budget_text = argv[++i];
+        else if (strcmp(a, "--policy") == 0)
+            o->policy = argv[++i];
+        else if (strcmp(a, "--link") == 0)
+            o->link = argv[++i];
+        else if (a[0] == '-' && a[1] != '\0') {
+            cli_error("replay: unknown option %s", a);
+            usage(stderr);
+            return 2;
+        } else if (o->trace == NULL)
+            o->trace = a;
+        else {
+            cli_error("replay: one trace at a time (%s and %s)", o->trace, a);
+            return 2;
+        }
+    }
+    if (o->trace == NULL) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(o->policy, "lru") != 0 && strcmp(o->policy, "lookahead") != 0 &&
+        strcmp(o->policy, "oracle") != 0) {
+        cli_error("replay: --policy %s: expected lru, lookahead or oracle", o->policy);
+        return 2;
+    }
+    uint64_t gbps = 0;
+    if (strcmp(o->link, "pcie5") == 0) {
+        o->h2d = o->d2h = 55;
+        o->duplex = 88;
+    } else if (strcmp(o->link, "c2c") == 0) {
+        o->h2d = o->d2h = 345;
+        o->duplex = 690;
+    } else if (cli_parse_uint(o->link, false, &gbps) && gbps > 0 && gbps < 1000000) {
+        o->h2d = o->d2h = (double)gbps;
+        o->duplex = 1.6 * (double)gbps;
+    } else {
+        cli_error("replay: --link %s: expected pcie5, c2c or a rate in GB/s", o->link);
+        return 2;
+    }
+    const char *b = o->budget_text;
+    size_t n = strlen(b);
+    if (strcmp(b, "none") == 0) {
+        o->budget_none = true;
+    } else if (n >= 2 && b[n - 1] == '%') {
+        char *end = NULL;
+        errno = 0;
+        o->budget_pct = strtod(b, &end);
+        if (errno != 0 || end != b + n - 1 || !(o->budget_pct > 0) || o->budget_pct > 100) {
+            cli_error("replay: --budget %s: a percentage must be above 0 and at most 100", b);
+            return 2;
+        }
+    } else if (!cli_parse_uint(b, true, &o->budget) || o->budget == 0) {
+        cli_error("replay: --budget %s: expected none, a size such as 60G, or a percentage", b);
+        return 2;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- the child process */
+
+static char **child_env(char **extra, size_t nextra) {
+    size_t n = 0;
+    while (environ[n] != NULL)
+        n++;
+    char **env = calloc(n + nextra + 1, sizeof *env);
+    if (env == NULL) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = environ[i];
+        /* The replay's configuration is all ours: nothing inherited may change it. */
+        if (strncmp(v, "HOSTOFF_", 8) == 0 || strncmp(v, "SIMCUDA_", 8) == 0 ||
+            strncmp(v, "LD_PRELOAD=", 11) == 0 || strncmp(v, "LD_LIBRARY_PATH=", 16) == 0)
+            continue;
+        env[k++] = environ[i];
+    }
+    for (size_t i = 0; i < nextra; i++)
+        env[k++] = extra[i];
+    env[k] = NULL;
+    return env;
+}
+
+__attribute__((format(printf, 3, 4))) static void setv(char **slot, size_t *n, const char *fmt,
+                                                       ...) {
+    char buf[PATH_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    slot[(*n)++] = strdup(buf);
+}
+
+/* A sanitizer runtime this process runs with (an ASan or TSan build), or "": a library built
+ * with it can only be preloaded behind its runtime. */
+static int find_sanitizer(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *base = slash != NULL ? slash + 1 : info->dlpi_name;
+    if (strncmp(base, "libasan.so", 10) == 0 || strncmp(base, "libtsan.so", 10) == 0) {
+        snprintf(data, PATH_MAX, "%s:", info->dlpi_name);
+        return 1;
+    }
+    return 0;
+}
+
+/* Runs the replayer; its stdout (one JSON line) into *out. */
+static int run_child(const char *replayer, char **env, const char *trace, char **out) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        char *const args[] = {(char *)replayer, (char *)trace, NULL};
+        execve(replayer, args, env);
+        fprintf(stderr, "hostoff: replay: cannot run %s: %s\n", replayer, strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    ssize_t r;
+    while (buf != NULL && (r = read(fds[0], buf + len, cap - len - 1)) != 0) {
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        len += (size_t)r;
+        if (len + 1 == cap) {
+            char *b2 = realloc(buf, cap *= 2);
+            if (b2 == NULL) {
+                free(buf);
+                buf = NULL;
+            } else {
+                buf = b2;
+            }
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (buf != NULL) buf[len] = '\0';
+    *out = buf;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+static struct json *read_json_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf != NULL && (r = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += r;
+        if (len == cap) {
+            char *b2 = realloc(buf, cap *= 2);
+            if (b2 == NULL) free(buf);
+            buf = b2;
+        }
+    }
+    fclose(f);
+    if (buf == NULL) return NULL;
+    char err[128];
+    struct json *v = json_parse(buf, len, err, sizeof err);
+    free(buf);
+    return v;
+}
+
+static uint64_t member(const struct json *o, const char *group, const char *key) {
+    const struct json *g = group != NULL ? json_get(o, group) : o;
+    uint64_t v = 0;
+    json_get_u64(g, key, &v);
+    return v;
+}
+
+static bool collect(const char *dir, const char *child_out, struct results *r) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/simcuda.json", dir);
+    struct json *sim = read_json_file(path);
+    snprintf(path, sizeof path, "%s/hostoff.json", dir);
+    struct json *ho = read_json_file(path);
+    char err[128];
+    struct json *rep =
+        child_out != NULL ? json_parse(child_out, strlen(child_out), err, sizeof err) : NULL;
+    bool ok = sim != NULL && ho != NULL && rep != NULL;
+    if (ok) {
+        r->virtual_ns = member(sim, NULL, "virtual_ns");
+        r->peak_device = member(sim, NULL, "peak_device_bytes");
+        r->illegal = member(sim, NULL, "illegal_accesses");
+        r->hazards = member(sim, NULL, "hazards");
+        r->remote = member(sim, NULL, "remote_accesses");
+        r->to_host = member(ho, "bytes", "to_host");
+        r->to_device = member(ho, "bytes", "to_device");
+        r->stall = member(ho, "time_ns", "stall");
+        r->evictions = member(ho, "counts", "evictions");
+        r->restores = member(ho, "counts", "restores");
+        r->demand_restores = member(ho, "counts", "demand_restores");
+        r->prefetches = member(ho, "counts", "prefetches");
+        r->launches = member(rep, NULL, "launches");
+        r->replay_ns = member(rep, NULL, "end_ns");
+        const struct json *m = json_get(rep, "step_marks_ns");
+        if (m != NULL && m->type == JSON_ARRAY && m->n > 0) {
+            r->marks = calloc(m->n, sizeof *r->marks);
+            for (size_t i = 0; r->marks != NULL && i < m->n; i++)
+                r->marks[r->nmarks++] = m->items[i].mag;
+        }
+    }
+    json_free(sim);
+    json_free(ho);
+    json_free(rep);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------------- output */
+
+/* Step k lasts from its marker to the next one (the last, to the end of the replay). */
+static uint64_t step_ns(const struct results *r, size_t k) {
+    uint64_t end = k + 1 < r->nmarks ? r->marks[k + 1] : r->replay_ns;
+    return end > r->marks[k] ? end - r->marks[k] : 0;
+}
+
+/* The steady-state step: the mean of every step after the first (which also warms up). */
+static uint64_t steady_step_ns(const struct results *r) {
+    if (r->nmarks == 0) return r->replay_ns;
+    if (r->nmarks == 1) return step_ns(r, 0);
+    uint64_t sum = 0;
+    for (size_t k = 1; k < r->nmarks; k++)
+        sum += step_ns(r, k);
+    return sum / (r->nmarks - 1);
+}
+
+static void print_json(const struct options *o, const struct trace *t, const struct results *r) {
+    printf("{\"virtual_ns\":%llu,\"peak_device_bytes\":%llu,\"bytes_to_host\":%llu,"
+           "\"bytes_to_device\":%llu,\"stall_ns\":%llu,\"evictions\":%llu,\"restores\":%llu,"
+           "\"demand_restores\":%llu,\"prefetches\":%llu,",
+           (unsigned long long)r->virtual_ns, (unsigned long long)r->peak_device,
+           (unsigned long long)r->to_host, (unsigned long long)r->to_device,
+           (unsigned long long)r->stall, (unsigned long long)r->evictions,
+           (unsigned long long)r->restores, (unsigned long long)r->demand_restores,
+           (unsigned long long)r->prefetches);
+    printf("\"replay_ns\":%llu,\"steady_step_ns\":%llu,\"step_ns\":[",
+           (unsigned long long)r->replay_ns, (unsigned long long)steady_step_ns(r));
+    for (size_t k = 0; k < r->nmarks; k++)
+        printf("%s%llu", k ? "," : "", (unsigned long long)step_ns(r, k));
+    printf("],\"trace_peak_bytes\":%llu,", (unsigned long long)t->peak_bytes);
+    if (o->budget_none)
+        printf("\"budget_bytes\":null,");
+    else
+        printf("\"budget_bytes\":%llu,", (unsigned long long)o->budget);
+    printf("\"policy\":\"%s\",\"link\":\"%s\",\"h2d_gbps\":%g,\"d2h_gbps\":%g,"
+           "\"duplex_gbps\":%g,\"events\":%zu,\"launches\":%llu,\"steps\":%zu,"
+           "\"illegal_accesses\":%llu,\"hazards\":%llu,\"remote_accesses\":%llu}\n",
+           o->budget_none ? "none" : o->policy, o->link, o->h2d, o->d2h, o->duplex, t->n,
+           (unsigned long long)r->launches, t->steps, (unsigned long long)r->illegal,
+           (unsigned long long)r->hazards, (unsigned long long)r->remote);
+}
+
+static void print_summary(const struct options *o, const struct trace *t, const struct results *r) {
+    char a[32], b[32], c[32];
+    cli_format_bytes(t->peak_bytes, a, sizeof a);
+    printf("trace     %s: %zu events, %zu launches, %zu steps, peak %s\n", o->trace, t->n,
+           t->launches, t->steps, a);
+    if (o->budget_none) {
+        printf("replay    no offload (--budget none)\n");
+    } else {
+        cli_format_bytes(o->budget, b, sizeof b);
+        printf("replay    budget %s", b);
+        if (o->budget_pct > 0) printf(" (%g%% of the peak)", o->budget_pct);
+        printf(", policy %s, link %s (%g GB/s each way, %g together)\n", o->policy, o->link, o->h2d,
+               o->duplex);
+    }
+    printf("time      %.6f s virtual, replay %.6f s, steady step %.6f s\n",
+           (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9,
+           (double)steady_step_ns(r) / 1e9);
+    cli_format_bytes(r->peak_device, a, sizeof a);
+    printf("device    peak %s\n", a);
+    cli_format_bytes(r->to_host, b, sizeof b);
+    cli_format_bytes(r->to_device, c, sizeof c);
+    printf("moved     %s to host, %s to device; %llu evictions, %llu restores (%llu on demand, "
+           "%llu prefetches)\n",
+           b, c, (unsigned long long)r->evictions, (unsigned long long)r->restores,
+           (unsigned long long)r->demand_restores, (unsigned long long)r->prefetches);
+    printf("stall     %.6f s\n", (double)r->stall / 1e9);
+    if (r->illegal != 0 || r->hazards != 0)
+        printf("WARNING   %llu illegal accesses, %llu hazards in the simulator\n",
+               (unsigned long long)r->illegal, (unsigned long long)r->hazards);
+}
+
+/* ------------------------------------------------------------------------------- command */
+
+static void remove_dir(const char *dir) {
+    static const char *const files[] = {"simcuda.json", "hostoff.json"};
+    char path[PATH_MAX];
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+int cmd_replay(int argc, char **argv) {
+    struct options o = {0};
+    int rc = parse(argc, argv, &o);
+    if (rc != 0) return rc;
+
+    static const char *const libs[] = {"../interpose/libhostoff.so", "../lib/libhostoff.so",
+                                       "../lib64/libhostoff.so", NULL};
+    static const char *const sims[] = {"../tests/simcuda/libcuda.so.1", NULL};
+    static const char *const players[] = {"hostoff-replayer", "../libexec/hostoff/hostoff-replayer",
+                                          NULL};
+    char lib[PATH_MAX], sim[PATH_MAX], player[PATH_MAX];
+    if (!cli_locate("libhostoff.so", "HOSTOFF_LIB", libs, lib, sizeof lib) ||
+        !cli_locate("the simulated driver (libcuda.so.1)", "HOSTOFF_SIMCUDA_DIR", sims, sim,
+                    sizeof sim) ||
+        !cli_locate("hostoff-replayer", "HOSTOFF_REPLAYER", players, player, sizeof player))
+        return 1;
+    /* The simulated driver's directory (HOSTOFF_SIMCUDA_DIR names it; the search, the file). */
+    struct stat st;
+    if (stat(sim, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(sim, '/');
+        if (slash != NULL) *slash = '\0';
+    }
+
+    char err[1024];
+    struct trace t;
+    if (trace_read(o.trace, &t, err, sizeof err) != 0) {
+        cli_error("replay: %s; nothing replayed", err);
+        return 2;
+    }
+    if (o.budget_pct > 0) o.budget = (uint64_t)((double)t.peak_bytes * o.budget_pct / 100.0);
+    if (!o.budget_none && o.budget == 0) o.budget = 1;
+
+    char trace_abs[PATH_MAX];
+    if (realpath(o.trace, trace_abs) == NULL) snprintf(trace_abs, sizeof trace_abs, "%s", o.trace);
+    char dir[] = "/tmp/hostoff-replay.XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        cli_error("replay: cannot create a temporary directory: %s", strerror(errno));
+        trace_free(&t);
+        return 1;
+    }
+    uint64_t gib = 1ull << 30;
+    uint64_t mem = t.mem_bytes > 2 * t.peak_bytes ? t.mem_bytes : 2 * t.peak_bytes;
+    mem = (mem + gib - 1) / gib;
+    if (mem == 0) mem = 1;
+    const char *old_path = getenv("LD_LIBRARY_PATH");
+    char *extra[24];
+    size_t n = 0;
+    char sanitizer[PATH_MAX] = "";
+    dl_iterate_phdr(find_sanitizer, sanitizer);
+    setv(extra, &n, "LD_PRELOAD=%s%s", sanitizer, lib);
+    setv(extra, &n, "LD_LIBRARY_PATH=%s%s%s", sim, old_path != NULL ? ":" : "",
+         old_path != NULL ? old_path : "");
+    setv(extra, &n, "SIMCUDA_DATA=sparse");
+    setv(extra, &n, "SIMCUDA_DEVICE_MEM=%lluG", (unsigned long long)mem);
+    setv(extra, &n, "SIMCUDA_H2D_GBPS=%g", o.h2d);
+    setv(extra, &n, "SIMCUDA_D2H_GBPS=%g", o.d2h);
+    setv(extra, &n, "SIMCUDA_DUPLEX_GBPS=%g", o.duplex);
+    setv(extra, &n, "SIMCUDA_REPORT=%s/simcuda.json", dir);
+    setv(extra, &n, "HOSTOFF_REPORT=%s/hostoff.json", dir);
+    if (o.budget_none) {
+        setv(extra, &n, "HOSTOFF_MODE=off");
+    } else {
+        setv(extra, &n, "HOSTOFF_MODE=offload");
+        setv(extra, &n, "HOSTOFF_BUDGET=%llu", (unsigned long long)o.budget);
+        setv(extra, &n, "HOSTOFF_MIN_BYTES=1");
+        setv(extra, &n, "HOSTOFF_POLICY=%s", o.policy);
+        if (strcmp(o.policy, "oracle") == 0) setv(extra, &n, "HOSTOFF_ORACLE_TRACE=%s", trace_abs);
+    }
+    if (isatty(STDERR_FILENO)) setv(extra, &n, "HOSTOFF_REPLAYER_PROGRESS=1");
+    char **env = child_env(extra, n);
+    char *child_out = NULL;
+    rc = env != NULL ? run_child(player, env, trace_abs, &child_out) : -1;
+    struct results r = {0};
+    int result = 0;
+    if (rc != 0) {
+        cli_error("replay: the replayer failed (exit status %d)", rc);
+        result = 1;
+    } else if (!collect(dir, child_out, &r)) {
+        cli_error("replay: the replay left no complete reports in %s", dir);
+        result = 1;
+    } else {
+        if (o.json)
+            print_json(&o, &t, &r);
+        else
+            print_summary(&o, &t, &r);
+    }
+    remove_dir(dir);
+    free(child_out);
+    free(r.marks);
+    free(env);
+    for (size_t i = 0; i < n; i++)
+        free(extra[i]);
+    trace_free(&t);
+    return result;
+}

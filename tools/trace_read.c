@@ -1,0 +1,270 @@
+/* Trace reading and checking: each line's syntax, the schema's keys and types, and the buffers'
+ * lifetimes (an id is allocated before it is used or freed, and not allocated twice while live),
+ * which is what a replay needs to be able to run the trace at all. */
+#include "trace_read.h"
+
+#include "idmap.h"
+#include "json.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct reader {
+    const char *path;
+    long line;
+    char *err;
+    size_t errcap;
+    struct trace *t;
+    size_t capev, capuses;
+    struct idmap live; /* id -> bytes */
+    uint64_t live_bytes;
+};
+
+__attribute__((format(printf, 2, 3))) static int bad(struct reader *r, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(r->err, r->errcap, "%s:%ld: %s", r->path, r->line, what);
+    return -1;
+}
+
+/* A required (or, with `optional`, possibly absent) non-negative integer member. */
+static int get_uint(struct reader *r, const struct json *o, const char *key, bool optional,
+                    uint64_t *out, bool *present) {
+    const struct json *v = json_get(o, key);
+    if (present != NULL) *present = v != NULL;
+    if (v == NULL) {
+        if (optional) return 0;
+        return bad(r, "missing \"%s\"", key);
+    }
+    if (v->type != JSON_INT || v->neg) return bad(r, "\"%s\" must be a non-negative integer", key);
+    *out = v->mag;
+    return 0;
+}
+
+static int get_stream(struct reader *r, const struct json *o, const char *key, bool optional,
+                      uint32_t *out, bool *present) {
+    uint64_t v = 0;
+    if (get_uint(r, o, key, optional, &v, present) != 0) return -1;
+    if (v > 65535)
+        return bad(r, "\"%s\" %llu: stream numbers go up to 65535", key, (unsigned long long)v);
+    *out = (uint32_t)v;
+    if (v + 1 > r->t->nstreams) r->t->nstreams = (uint32_t)v + 1;
+    return 0;
+}
+
+static int get_bool(struct reader *r, const struct json *o, const char *key, bool *out) {
+    const struct json *v = json_get(o, key);
+    *out = false;
+    if (v == NULL) return 0;
+    if (v->type != JSON_BOOL) return bad(r, "\"%s\" must be true or false", key);
+    *out = v->b;
+    return 0;
+}
+
+static int header(struct reader *r, const struct json *o) {
+    uint64_t version = 0;
+    if (o->type != JSON_OBJECT || json_get(o, "hostoff_trace") == NULL)
+        return bad(r, "not a hostoff trace: the first line must be {\"hostoff_trace\":1,...}");
+    if (get_uint(r, o, "hostoff_trace", false, &version, NULL) != 0) return -1;
+    if (version != 1)
+        return bad(r, "trace schema version %llu: this reader knows version 1",
+                   (unsigned long long)version);
+    const struct json *dev = json_get(o, "device");
+    if (dev == NULL || dev->type != JSON_OBJECT) return bad(r, "missing \"device\" object");
+    const struct json *name = json_get(dev, "name");
+    if (name == NULL || name->type != JSON_STRING) return bad(r, "\"device\" needs a \"name\"");
+    snprintf(r->t->device_name, sizeof r->t->device_name, "%s", name->str);
+    return get_uint(r, dev, "mem_bytes", false, &r->t->mem_bytes, NULL);
+}
+
+static int uses(struct reader *r, const struct json *o, struct tev *e) {
+    const struct json *u = json_get(o, "use");
+    if (u == NULL) return bad(r, "missing \"use\"");
+    if (u->type != JSON_ARRAY) return bad(r, "\"use\" must be an array of buffer ids");
+    struct trace *t = r->t;
+    if (t->nuses + u->n > r->capuses) {
+        size_t cap = r->capuses ? r->capuses * 2 : 4096;
+        while (cap < t->nuses + u->n)
+            cap *= 2;
+        uint64_t *p = realloc(t->uses, cap * sizeof *p);
+        if (p == NULL) return bad(r, "out of memory");
+        t->uses = p;
+        r->capuses = cap;
+    }
+    e->use_at = t->nuses;
+    for (size_t i = 0; i < u->n; i++) {
+        const struct json *v = &u->items[i];
+        uint64_t bytes;
+        if (v->type != JSON_INT || v->neg) return bad(r, "\"use\" must hold buffer ids");
+        if (!idmap_get(&r->live, v->mag, &bytes))
+            return bad(r, "buffer %llu is used but not allocated (or already freed)",
+                       (unsigned long long)v->mag);
+        t->uses[t->nuses++] = v->mag;
+    }
+    e->nuse = (uint32_t)u->n;
+    if (e->nuse > t->max_uses) t->max_uses = e->nuse;
+    return 0;
+}
+
+static int event(struct reader *r, const struct json *o, struct tev *e, bool *known) {
+    if (o->type != JSON_OBJECT) return bad(r, "a line must be a JSON object");
+    const struct json *kind = json_get(o, "e");
+    if (kind == NULL || kind->type != JSON_STRING) return bad(r, "missing \"e\" (the event)");
+    static const char *const names[] = {"alloc", "free", "launch", "copy", "sync", "wait", "step"};
+    int k = -1;
+    for (int i = 0; i < 7; i++)
+        if (strcmp(kind->str, names[i]) == 0) k = i;
+    *known = k >= 0;
+    if (k < 0) return 0; /* readers ignore events they do not know */
+    memset(e, 0, sizeof *e);
+    e->kind = (uint8_t)k;
+    e->line = r->line;
+    if (get_uint(r, o, "t", false, &e->t, NULL) != 0) return -1;
+    if (get_uint(r, o, "d", true, &e->d, NULL) != 0) return -1;
+    uint64_t bytes;
+    switch (k) {
+    case TEV_ALLOC:
+        if (get_uint(r, o, "id", false, &e->id, NULL) != 0 ||
+            get_uint(r, o, "bytes", false, &e->bytes, NULL) != 0 ||
+            get_stream(r, o, "s", true, &e->s, &e->has_s) != 0 ||
+            get_bool(r, o, "managed", &e->managed) != 0)
+            return -1;
+        if (e->bytes == 0) return bad(r, "an allocation of 0 bytes");
+        if (idmap_get(&r->live, e->id, &bytes))
+            return bad(r, "buffer %llu is allocated again while live", (unsigned long long)e->id);
+        if (!idmap_put(&r->live, e->id, e->bytes)) return bad(r, "out of memory");
+        r->live_bytes += e->bytes;
+        if (r->live_bytes > r->t->peak_bytes) r->t->peak_bytes = r->live_bytes;
+        return 0;
+    case TEV_FREE:
+        if (get_uint(r, o, "id", false, &e->id, NULL) != 0 ||
+            get_stream(r, o, "s", true, &e->s, &e->has_s) != 0)
+            return -1;
+        if (!idmap_get(&r->live, e->id, &bytes))
+            return bad(r, "buffer %llu is freed but not live", (unsigned long long)e->id);
+        idmap_del(&r->live, e->id);
+        r->live_bytes -= bytes;
+        return 0;
+    case TEV_LAUNCH: {
+        const struct json *name = json_get(o, "k");
+        if (name == NULL || name->type != JSON_STRING)
+            return bad(r, "a launch needs \"k\" (the kernel's name)");
+        if (get_stream(r, o, "s", false, &e->s, &e->has_s) != 0 ||
+            get_uint(r, o, "ns", false, &e->ns, NULL) != 0 || uses(r, o, e) != 0)
+            return -1;
+        r->t->launches++;
+        return 0;
+    }
+    case TEV_COPY: {
+        const struct json *dir = json_get(o, "dir");
+        if (dir == NULL || dir->type != JSON_STRING) return bad(r, "a copy needs \"dir\"");
+        if (strcmp(dir->str, "h2d") == 0)
+            e->dir = TEV_H2D;
+        else if (strcmp(dir->str, "d2h") == 0)
+            e->dir = TEV_D2H;
+        else if (strcmp(dir->str, "d2d") == 0)
+            e->dir = TEV_D2D;
+        else
+            return bad(r, "\"dir\" must be \"h2d\", \"d2h\" or \"d2d\"");
+        if (get_stream(r, o, "s", false, &e->s, &e->has_s) != 0 ||
+            get_uint(r, o, "bytes", false, &e->bytes, NULL) != 0 || uses(r, o, e) != 0 ||
+            get_bool(r, o, "sync", &e->sync) != 0 || get_bool(r, o, "memset", &e->memset) != 0)
+            return -1;
+        if (e->nuse == 0) return bad(r, "a copy names no device buffer in \"use\"");
+        if (e->dir != TEV_D2D && e->bytes > r->t->max_copy_host) r->t->max_copy_host = e->bytes;
+        return 0;
+    }
+    case TEV_SYNC:
+        return get_stream(r, o, "s", true, &e->s, &e->has_s);
+    case TEV_WAIT:
+        if (get_stream(r, o, "s", false, &e->s, &e->has_s) != 0 ||
+            get_stream(r, o, "on", false, &e->on, NULL) != 0)
+            return -1;
+        return 0;
+    case TEV_STEP:
+        r->t->steps++;
+        return 0;
+    }
+    return 0;
+}
+
+static int push(struct reader *r, const struct tev *e) {
+    struct trace *t = r->t;
+    if (t->n == r->capev) {
+        size_t cap = r->capev ? r->capev * 2 : 4096;
+        struct tev *p = realloc(t->ev, cap * sizeof *p);
+        if (p == NULL) return bad(r, "out of memory");
+        t->ev = p;
+        r->capev = cap;
+    }
+    t->ev[t->n++] = *e;
+    return 0;
+}
+
+int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
+    memset(out, 0, sizeof *out);
+    struct reader r = {.path = path, .err = err, .errcap = errcap, .t = out};
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errcap, "%s: cannot open the trace", path);
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0;
+    bool have_header = false;
+    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+        r.line++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        size_t blank = 0;
+        while (blank < (size_t)len && (line[blank] == ' ' || line[blank] == '\t'))
+            blank++;
+        if (blank == (size_t)len) continue; /* blank lines carry nothing */
+        if (memchr(line, '\0', (size_t)len) != NULL) {
+            rc = bad(&r, "a NUL byte in the line");
+            break;
+        }
+        char why[128];
+        struct json *o = json_parse(line, (size_t)len, why, sizeof why);
+        if (o == NULL) {
+            rc = bad(&r, "not valid JSON: %s", why);
+            break;
+        }
+        if (!have_header) {
+            rc = header(&r, o);
+            have_header = true;
+        } else {
+            struct tev e;
+            bool known = false;
+            rc = event(&r, o, &e, &known);
+            if (rc == 0 && known) rc = push(&r, &e);
+        }
+        json_free(o);
+    }
+    if (rc == 0 && ferror(f)) rc = bad(&r, "read error");
+    if (rc == 0 && !have_header) {
+        r.line = 1;
+        rc = bad(&r, "empty: a trace starts with {\"hostoff_trace\":1,...}");
+    }
+    free(line);
+    fclose(f);
+    out->lines = r.line;
+    idmap_free(&r.live);
+    if (rc != 0) trace_free(out);
+    return rc;
+}
+
+void trace_free(struct trace *t) {
+    free(t->ev);
+    free(t->uses);
+    t->ev = NULL;
+    t->uses = NULL;
+    t->n = t->nuses = 0;
+}

@@ -1,0 +1,46 @@
+/* Reading a hostoff trace (JSON Lines, schema version 1, docs/trace-format.md) into memory,
+ * checked line by line: the first error names its line and the whole trace is refused, so a
+ * malformed trace is never half replayed. */
+#ifndef HOSTOFF_TOOLS_TRACE_READ_H
+#define HOSTOFF_TOOLS_TRACE_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum tev_kind { TEV_ALLOC, TEV_FREE, TEV_LAUNCH, TEV_COPY, TEV_SYNC, TEV_WAIT, TEV_STEP };
+enum tev_dir { TEV_H2D, TEV_D2H, TEV_D2D };
+
+struct tev {
+    uint8_t kind, dir;
+    bool has_s; /* "s" given (optional for alloc, free and sync) */
+    bool sync, memset, managed;
+    uint32_t s, on; /* stream numbers */
+    uint64_t t, d;  /* host time; time spent in the call ("d", 0 when absent) */
+    uint64_t id, bytes, ns;
+    uint32_t nuse;
+    size_t use_at; /* first id in trace.uses */
+    long line;
+};
+
+struct trace {
+    char device_name[256];
+    uint64_t mem_bytes;
+    struct tev *ev; /* known events, in file order (unknown "e" values are skipped) */
+    size_t n;
+    uint64_t *uses;
+    size_t nuses;
+    /* Computed while reading. */
+    uint64_t peak_bytes;    /* the most bytes live at once, allocation sizes as written */
+    uint64_t max_copy_host; /* the largest host side of a copy */
+    uint32_t nstreams;      /* the largest stream number + 1 */
+    uint32_t max_uses;      /* the longest use list */
+    size_t launches, steps;
+    long lines;
+};
+
+/* Reads path; 0 on success, else -1 with "PATH:LINE: what" in err (nothing kept). */
+int trace_read(const char *path, struct trace *out, char *err, size_t errcap);
+void trace_free(struct trace *t);
+
+#endif
