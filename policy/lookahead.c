@@ -87,6 +87,7 @@ static void map_del(struct map *m, uint64_t k) {
 struct use {
     uint32_t pos;
     uint64_t key;
+    uint64_t bytes;
 };
 
 /* What the last complete step looked like. */
@@ -96,6 +97,7 @@ struct pattern {
     struct map first;        /* key -> index of its first use in `uses` */
     uint32_t *sched_start;   /* prefetch schedule: keys to restore at each position (CSR) */
     uint64_t *sched;
+    struct map evict_at;     /* (key, position) -> 1: evict after this use (planned gaps) */
     bool valid;
     bool trusted;            /* the step before looked the same: predictions are worth acting on */
 };
@@ -110,10 +112,15 @@ struct ho_lookahead {
     uint64_t mismatches;
     bool marker_mode;
     uint64_t last_marker;              /* launch index of the last marker + 1 */
-    uint64_t step_allocs;              /* allocations since the step began */
+    uint64_t step_allocs;              /* allocations in the step `alloc_step` so far */
+    uint64_t alloc_step;               /* the step (window) those allocations belong to */
+    uint64_t first_alloc;              /* launches into this step before its first allocation */
+    bool aligned;                      /* steps begin where the loop allocates (or at markers) */
     struct map key_of;                 /* buffer id -> key */
     struct map id_of;                  /* key -> live buffer id */
     struct map lead;                   /* key -> lead in launches */
+    struct map bytes_of;               /* buffer id -> bytes */
+    uint64_t budget;                   /* device bytes buffers may keep (UINT64_MAX: none) */
     struct use *rec;                   /* this step's uses, as they happen */
     size_t nrec, caprec;
     struct pattern pat;
@@ -124,8 +131,10 @@ struct ho_lookahead *ho_la_create(unsigned lead0) {
     if (la == NULL) return NULL;
     la->lead0 = lead0 ? lead0 : 1;
     la->ctx_last = calloc(1u << CTX_BITS, sizeof *la->ctx_last);
+    la->budget = UINT64_MAX;
     if (la->ctx_last == NULL || !map_init(&la->key_of, 1024) || !map_init(&la->id_of, 1024) ||
-        !map_init(&la->lead, 1024) || !map_init(&la->pat.first, 1024)) {
+        !map_init(&la->lead, 1024) || !map_init(&la->pat.first, 1024) ||
+        !map_init(&la->bytes_of, 1024) || !map_init(&la->pat.evict_at, 1024)) {
         ho_la_destroy(la);
         return NULL;
     }
@@ -144,6 +153,10 @@ static void pattern_clear(struct pattern *p) {
     p->trusted = false;
     memset(p->first.keys, 0, p->first.cap * sizeof *p->first.keys);
     p->first.count = 0;
+    if (p->evict_at.keys != NULL) {
+        memset(p->evict_at.keys, 0, p->evict_at.cap * sizeof *p->evict_at.keys);
+        p->evict_at.count = 0;
+    }
 }
 
 void ho_la_destroy(struct ho_lookahead *la) {
@@ -152,8 +165,10 @@ void ho_la_destroy(struct ho_lookahead *la) {
     map_free(&la->key_of);
     map_free(&la->id_of);
     map_free(&la->lead);
+    map_free(&la->bytes_of);
     pattern_clear(&la->pat);
     map_free(&la->pat.first);
+    map_free(&la->pat.evict_at);
     free(la->rec);
     free(la);
 }
@@ -165,20 +180,30 @@ static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
 
 void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes) {
     uint64_t key = id;
-    if (la->period != 0) {
-        /* Inside a known step: the buffer is the step's n-th allocation of this size. */
+    if (la->period != 0 && la->launches >= la->anchor) {
+        /* Inside a known step: the buffer is the step's n-th allocation of this size. A step
+         * begins with its first launch's index; allocations made after the last launch of a
+         * step already belong to the next one. */
+        uint64_t into = la->launches - la->anchor, step = into / la->period;
+        if (step != la->alloc_step || la->step_allocs == 0) {
+            if (step != la->alloc_step) la->step_allocs = 0;
+            la->alloc_step = step;
+            if (la->step_allocs == 0) la->first_alloc = into % la->period;
+        }
         key = ROLE_BIT | (mix(la->step_allocs * 0x9E3779B97F4A7C15ull ^ bytes) >> 1);
         la->step_allocs++;
         if (key == ROLE_BIT) key |= 1;
     }
     map_put(&la->key_of, id, key);
     map_put(&la->id_of, key, id);
+    map_put(&la->bytes_of, id, bytes ? bytes : 1);
 }
 
 void ho_la_free(struct ho_lookahead *la, uint64_t id) {
     uint64_t key, live;
     if (!map_get(&la->key_of, id, &key)) return;
     map_del(&la->key_of, id);
+    map_del(&la->bytes_of, id);
     if (map_get(&la->id_of, key, &live) && live == id) map_del(&la->id_of, key);
 }
 
@@ -188,17 +213,6 @@ static int by_key_pos(const void *a, const void *b) {
     return x->pos < y->pos ? -1 : (x->pos > y->pos ? 1 : 0);
 }
 
-/* The next use of the key after position pos, as a distance in launches (> 0), or 0 if none. */
-static uint64_t next_gap(const struct pattern *p, uint64_t period, uint64_t key, uint32_t pos) {
-    uint64_t i;
-    if (!p->valid || !map_get(&p->first, key, &i)) return 0;
-    uint32_t first = p->uses[i].pos;
-    for (; i < p->n && p->uses[i].key == key; i++)
-        if (p->uses[i].pos > pos) return p->uses[i].pos - pos;
-    return period - pos + first; /* wraps into the next step */
-}
-
-/* Turns this step's record into the pattern for the next, with its prefetch schedule. */
 /* The share of this step's uses (sorted) that the previous pattern also had. */
 static double similarity(const struct pattern *old, const struct use *rec, size_t n) {
     if (!old->valid || n == 0) return 0;
@@ -219,6 +233,115 @@ static double similarity(const struct pattern *old, const struct use *rec, size_
     return (double)same / (double)most;
 }
 
+static uint64_t evict_key(uint64_t key, uint32_t pos) {
+    uint64_t k = mix(key) ^ ((uint64_t)pos * 0x9E3779B97F4A7C15ull);
+    return k != 0 ? k : 1;
+}
+
+/* A stretch during which a buffer could be off the device: between its uses at `from` and `to`
+ * (to may lie in the next step). */
+struct gap {
+    uint64_t key, bytes;
+    uint64_t from, to;
+};
+
+static int by_gap_desc(const void *a, const void *b) {
+    const struct gap *x = a, *y = b;
+    uint64_t gx = x->to - x->from, gy = y->to - y->from;
+    if (gx != gy) return gx > gy ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    return x->key < y->key ? -1 : (x->key > y->key ? 1 : 0);
+}
+
+/* Chooses which gaps to spend off the device so that the step fits the budget, and when to
+ * prefetch. The step's device footprint at each position is estimated from the pattern (a buffer
+ * made within the step occupies the device from its first use to its last; one that outlives steps,
+ * always); where it exceeds the budget, gaps are taken longest first (the easiest to hide) among
+ * those spanning a position still over, until none is. Moving only what the budget needs keeps
+ * the link's load, the real cost, as low as the plan allows. */
+static void plan(struct ho_lookahead *la, struct pattern *p) {
+    uint64_t period = la->period;
+    if (la->budget == UINT64_MAX || period == 0) return;
+    int64_t *over = calloc(period + 1, sizeof *over);
+    struct gap *gaps = malloc((p->n + 1) * sizeof *gaps);
+    if (over == NULL || gaps == NULL) goto out;
+    /* Footprint, as a difference array, then as the excess over the budget (with 3% headroom
+     * for moves in flight). */
+    int64_t always = 0;
+    size_t ngaps = 0;
+    for (size_t i = 0; i < p->n;) {
+        size_t j = i;
+        while (j < p->n && p->uses[j].key == p->uses[i].key) j++;
+        uint64_t key = p->uses[i].key, bytes = p->uses[i].bytes;
+        bool persistent = (key & ROLE_BIT) == 0;
+        if (persistent) {
+            always += (int64_t)bytes;
+        } else {
+            over[p->uses[i].pos] += (int64_t)bytes;
+            over[p->uses[j - 1].pos + 1] -= (int64_t)bytes;
+        }
+        for (size_t k = i; k + 1 < j; k++)
+            gaps[ngaps++] = (struct gap){key, bytes, p->uses[k].pos, p->uses[k + 1].pos};
+        if (persistent) /* into the next step */
+            gaps[ngaps++] = (struct gap){key, bytes, p->uses[j - 1].pos, p->uses[i].pos + period};
+        i = j;
+    }
+    int64_t limit = (int64_t)(la->budget - la->budget / 32);
+    int64_t run = always;
+    size_t positive = 0;
+    for (uint64_t q = 0; q < period; q++) {
+        run += over[q];
+        over[q] = run - limit;
+        if (over[q] > 0) positive++;
+    }
+    qsort(gaps, ngaps, sizeof *gaps, by_gap_desc);
+    for (size_t g = 0; g < ngaps && positive > 0; g++) {
+        unsigned lead = lead_of_key(la, gaps[g].key);
+        if (gaps[g].to - gaps[g].from <= 2ull * lead + MARGIN) break; /* sorted: the rest too */
+        uint64_t lo = gaps[g].from + 1, hi = gaps[g].to - lead; /* off the device in [lo, hi) */
+        bool helps = false;
+        for (uint64_t q = lo; q < hi && !helps; q++) helps = over[q % period] > 0;
+        if (!helps) continue;
+        for (uint64_t q = lo; q < hi; q++) {
+            int64_t *o = &over[q % period];
+            bool was = *o > 0;
+            *o -= (int64_t)gaps[g].bytes;
+            if (was && *o <= 0) positive--;
+        }
+        map_put(&p->evict_at, evict_key(gaps[g].key, (uint32_t)gaps[g].from), 1);
+        /* The prefetch: `lead` launches before the next use. */
+        gaps[g].from = UINT64_MAX; /* marks it selected for the schedule below */
+    }
+    /* The prefetch schedule (CSR by position) from the selected gaps. */
+    p->sched_start = calloc(period + 1, sizeof *p->sched_start);
+    if (p->sched_start == NULL) goto out;
+    size_t nsel = 0;
+    for (size_t g = 0; g < ngaps; g++) {
+        if (gaps[g].from != UINT64_MAX) continue;
+        uint64_t at = (gaps[g].to + period - lead_of_key(la, gaps[g].key) % period) % period;
+        p->sched_start[at + 1]++;
+        nsel++;
+    }
+    for (uint64_t q = 0; q < period; q++) p->sched_start[q + 1] += p->sched_start[q];
+    p->sched = malloc((nsel + 1) * sizeof *p->sched);
+    uint32_t *fill = calloc(period, sizeof *fill);
+    if (p->sched == NULL || fill == NULL) {
+        free(fill);
+        free(p->sched);
+        p->sched = NULL;
+        goto out;
+    }
+    for (size_t g = 0; g < ngaps; g++) {
+        if (gaps[g].from != UINT64_MAX) continue;
+        uint64_t at = (gaps[g].to + period - lead_of_key(la, gaps[g].key) % period) % period;
+        p->sched[p->sched_start[at] + fill[at]++] = gaps[g].key;
+    }
+    free(fill);
+out:
+    free(over);
+    free(gaps);
+}
+
 static void close_step(struct ho_lookahead *la) {
     struct pattern *p = &la->pat;
     uint64_t period = la->period;
@@ -228,8 +351,7 @@ static void close_step(struct ho_lookahead *la) {
     pattern_clear(p);
     p->trusted = trusted;
     p->uses = malloc(la->nrec * sizeof *p->uses);
-    p->sched_start = calloc(period + 1, sizeof *p->sched_start);
-    if (p->uses == NULL || p->sched_start == NULL) goto reset;
+    if (p->uses == NULL) goto reset;
     /* Distinct (key, pos) only: several launches at one position cannot happen, but a buffer
      * used twice by one launch is recorded once already. */
     for (size_t i = 0; i < la->nrec; i++) {
@@ -241,42 +363,7 @@ static void close_step(struct ho_lookahead *la) {
         p->uses[p->n++] = la->rec[i];
     }
     p->valid = true;
-    /* Each use that follows a gap long enough to have been evicted is prefetched `lead` launches
-     * before it. Count first, then fill (CSR). */
-    for (int pass = 0; pass < 2; pass++) {
-        uint32_t *fill = NULL;
-        if (pass == 1) {
-            for (uint64_t q = 0; q < period; q++) p->sched_start[q + 1] += p->sched_start[q];
-            p->sched = malloc((p->sched_start[period] + 1) * sizeof *p->sched);
-            fill = calloc(period, sizeof *fill);
-            if (p->sched == NULL || fill == NULL) {
-                free(fill);
-                free(p->sched);
-                p->sched = NULL;
-                memset(p->sched_start, 0, (period + 1) * sizeof *p->sched_start);
-                break;
-            }
-        }
-        for (size_t i = 0; i < p->n; i++) {
-            const struct use *u = &p->uses[i];
-            /* The use before this one (cyclically) and the gap between them. */
-            size_t prev = i;
-            bool first_of_key = i == 0 || p->uses[i - 1].key != u->key;
-            if (first_of_key) {
-                while (prev + 1 < p->n && p->uses[prev + 1].key == u->key) prev++;
-            } else {
-                prev = i - 1;
-            }
-            uint64_t gap = first_of_key ? period - p->uses[prev].pos + u->pos
-                                        : u->pos - p->uses[prev].pos;
-            unsigned lead = lead_of_key(la, u->key);
-            if (gap <= 2ull * lead + MARGIN) continue;
-            uint64_t at = (u->pos + period - lead % period) % period;
-            if (pass == 0) p->sched_start[at + 1]++;
-            else p->sched[p->sched_start[at] + fill[at]++] = u->key;
-        }
-        free(fill);
-    }
+    plan(la, p);
     la->nrec = 0;
     return;
 reset:
@@ -284,7 +371,7 @@ reset:
     la->nrec = 0;
 }
 
-static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key) {
+static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key, uint64_t bytes) {
     if (la->nrec == la->caprec) {
         size_t cap = la->caprec ? la->caprec * 2 : 4096;
         struct use *n = realloc(la->rec, cap * sizeof *n);
@@ -292,7 +379,7 @@ static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key) {
         la->rec = n;
         la->caprec = cap;
     }
-    la->rec[la->nrec++] = (struct use){pos, key};
+    la->rec[la->nrec++] = (struct use){pos, key, bytes};
 }
 
 static void drop_period(struct ho_lookahead *la) {
@@ -330,6 +417,9 @@ static void detect(struct ho_lookahead *la, uint64_t func) {
             la->period = cand; /* held for a whole period: adopt it; the next launch starts a step */
             la->anchor = i + 1;
             la->step_allocs = 0;
+            la->alloc_step = 0;
+            la->first_alloc = UINT64_MAX;
+            la->aligned = false;
             la->nrec = 0;
         }
     } else {
@@ -351,11 +441,13 @@ void ho_la_step(struct ho_lookahead *la) {
     la->last_marker = i + 1;
     if (la->period != 0) {
         la->anchor = i;
+        la->aligned = true;
         if (la->nrec > 0) {
             close_step(la);
             la->steps++;
         }
         la->step_allocs = 0;
+        la->alloc_step = 0;
     }
 }
 
@@ -368,17 +460,29 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
     uint64_t period = la->period;
     uint32_t pos = (uint32_t)((i - la->anchor) % period);
     if (pos == 0 && i > la->anchor && !la->marker_mode) {
-        close_step(la);
-        la->steps++;
-        la->step_allocs = 0;
+        if (!la->aligned && la->first_alloc != UINT64_MAX && la->first_alloc != 0) {
+            /* The loop allocates in the middle of this window: start steps there instead, so a
+             * buffer's whole life falls within one step. This window's record is dropped. */
+            la->anchor += la->first_alloc;
+            la->aligned = true;
+            la->nrec = 0;
+            la->step_allocs = 0;
+            la->alloc_step = UINT64_MAX;
+            pos = (uint32_t)((i - la->anchor) % period);
+        } else {
+            la->aligned = true;
+            close_step(la);
+            la->steps++;
+        }
     }
     struct pattern *p = &la->pat;
     for (size_t k = 0; k < n; k++) {
         uint64_t key;
+        uint64_t bytes = 1, planned;
         if (!map_get(&la->key_of, ids[k], &key)) continue;
-        record(la, pos, key);
-        uint64_t gap = next_gap(p, period, key, pos);
-        if (p->trusted && gap > 2ull * lead_of_key(la, key) + MARGIN &&
+        map_get(&la->bytes_of, ids[k], &bytes);
+        record(la, pos, key, bytes);
+        if (p->trusted && map_get(&p->evict_at, evict_key(key, pos), &planned) &&
             out->nevict < HO_LA_MAX_ACTIONS)
             out->evict[out->nevict++] = ids[k];
     }
@@ -391,6 +495,10 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
                 out->restore[out->nrestore++] = id;
         }
     }
+}
+
+void ho_la_set_budget(struct ho_lookahead *la, uint64_t bytes) {
+    la->budget = bytes;
 }
 
 void ho_la_late(struct ho_lookahead *la, uint64_t id) {

@@ -10,11 +10,13 @@
  * - Identity across steps: a buffer allocated inside a step is named by its allocation ordinal
  *   within the step and its size, so the activations a framework allocates afresh each step map
  *   to the same roles; buffers that outlive steps keep their own ids.
- * - Prediction: the last complete step gives, for every role, the positions (launch indices
- *   within the step) where it is used. After a use at position p whose next use q is further than
- *   twice the role's lead (plus a margin), the buffer is evicted; it is restored `lead` launches
- *   before q. A buffer found not resident at its use (a late restore) doubles its role's lead, up
- *   to the gap: the feedback that corrects the first guesses.
+ * - Planning: the last complete step gives, for every role, the positions (launch indices within
+ *   the step) where it is used, hence the step's device footprint at each position. Where that
+ *   exceeds the budget, gaps between uses are chosen, longest first, until it no longer does; a
+ *   chosen buffer is evicted right after the use that opens its gap and restored `lead` launches
+ *   before the use that closes it. Only what the budget needs moves: the link is the real cost.
+ *   A buffer found not resident at its use (a late restore) doubles its role's lead, up to half a
+ *   step: the feedback that corrects the first guesses.
  * Until a period is known the policy decides nothing and the engine falls back to lru. */
 #ifndef HOSTOFF_LOOKAHEAD_H
 #define HOSTOFF_LOOKAHEAD_H
@@ -45,6 +47,8 @@ void ho_la_step(struct ho_lookahead *la);
 /* A launch of function `func` using buffers `ids`: fills `out` with what to move now. */
 void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
                   struct ho_la_actions *out);
+/* The device bytes the buffers may keep (UINT64_MAX, the default: no budget, nothing planned). */
+void ho_la_set_budget(struct ho_lookahead *la, uint64_t bytes);
 /* The buffer was needed while not on the device: its restore was late (or never issued). */
 void ho_la_late(struct ho_lookahead *la, uint64_t id);
 

@@ -53,8 +53,7 @@ void ho_engine_init(const struct ho_options *o) {
     eng.min_bytes = o->min_bytes;
     eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
     if (o->policy == HO_CHOOSE_LOOKAHEAD) {
-        /* The first lead: 8 launches, about the distance a round trip of a typical activation
-         * needs at training kernel durations; feedback corrects it per buffer role. */
+        /* The first lead: 8 launches; late restores double it per buffer role. */
         eng.la = ho_la_create(8);
         if (eng.la == NULL) ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
     }
@@ -326,6 +325,7 @@ static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
 }
 
 static void start_free(struct ho_managed *m);
+static void want_drop(struct ho_dev *d, struct ho_managed *m);
 
 static void complete_evict(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
@@ -545,47 +545,62 @@ static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *
 
 /* Starts evicting least-valuable buffers of device d until `need` more bytes fit the budget,
  * then waits for those evictions. eng.lock held. */
+/* Starts evicting the least valuable movable buffers of device d until `need` more bytes would
+ * fit (eng.lock held). Returns how many evictions it started; sets *host_full when the host side
+ * refused one. */
+static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                        int nprotect, bool *host_full) {
+    size_t started = 0;
+    while (d->resident - d->evicting + need > d->budget && !*host_full) {
+        size_t n = 0, cap = 0;
+        for (struct ho_managed *m = eng.all; m != NULL; m = m->next) cap++;
+        struct ho_policy_candidate *c = calloc(cap ? cap : 1, sizeof *c);
+        struct ho_managed **by_id = calloc(cap ? cap : 1, sizeof *by_id);
+        uint64_t *victims = calloc(cap ? cap : 1, sizeof *victims);
+        size_t k = 0, round = 0;
+        if (c != NULL && by_id != NULL && victims != NULL) {
+            for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
+                if (dev_of(m) != d || m->pinned || m->tr != NULL ||
+                    atomic_load(&m->state) != HO_RESIDENT || protected_buf(m, protect, nprotect))
+                    continue;
+                /* The candidate's id is its index here, so a victim is found without a search. */
+                by_id[n] = m;
+                c[n] = (struct ho_policy_candidate){n, m->span, atomic_load(&m->last_use)};
+                n++;
+            }
+            uint64_t over = d->resident - d->evicting + need - d->budget;
+            k = ho_policy_victims(HO_POLICY_LRU, over, c, n, victims, n);
+            for (size_t i = 0; i < k && !*host_full; i++) {
+                if (start_evict(by_id[victims[i]])) round++;
+                else *host_full = true;
+            }
+        }
+        free(c);
+        free(by_id);
+        free(victims);
+        started += round;
+        if (round == 0) break;
+    }
+    return started;
+}
+
+/* Makes `need` more bytes fit device d's budget: evicts, then waits for the copies that free the
+ * memory. Moves in flight hold their buffers (they are no candidates): when nothing else is left,
+ * wait for the oldest of them to land and try again. eng.lock held. */
 static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                            int nprotect, uint64_t *stall) {
     if (d->budget == UINT64_MAX || need > d->budget) return need > d->budget ? ROOM_NONE : ROOM_OK;
     cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return ROOM_OVER_LIMIT; /* nothing moves meanwhile */
     bool host_full = false;
-    while (d->resident - d->evicting + need > d->budget && !host_full) {
-        size_t n = 0, cap = 0;
-        for (struct ho_managed *m = eng.all; m != NULL; m = m->next) cap++;
-        struct ho_policy_candidate *c = calloc(cap ? cap : 1, sizeof *c);
-        uint64_t *victims = calloc(cap ? cap : 1, sizeof *victims);
-        if (c == NULL || victims == NULL) {
-            free(c);
-            free(victims);
-            break;
-        }
-        for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
-            if (dev_of(m) != d || m->pinned || m->tr != NULL ||
-                atomic_load(&m->state) != HO_RESIDENT || protected_buf(m, protect, nprotect))
-                continue;
-            c[n++] = (struct ho_policy_candidate){m->id, m->span, atomic_load(&m->last_use)};
-        }
-        uint64_t over = d->resident - d->evicting + need - d->budget;
-        size_t k = ho_policy_victims(HO_POLICY_LRU, over, c, n, victims, n);
-        size_t started = 0;
-        for (size_t i = 0; i < k && !host_full; i++) {
-            for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
-                if (m->id != victims[i]) continue;
-                if (start_evict(m)) started++;
-                else host_full = true;
-                break;
-            }
-        }
-        free(c);
-        free(victims);
-        if (started == 0) break;
+    for (;;) {
+        evict_for(d, need, protect, nprotect, &host_full);
+        while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL)
+            *stall += wait_move(d->head[HO_Q_EVICT]->m);
+        if (d->resident + need <= d->budget) return ROOM_OK;
+        if (host_full || d->head[HO_Q_RESTORE] == NULL) break;
+        *stall += wait_move(d->head[HO_Q_RESTORE]->m); /* a prefetch landing makes a candidate */
     }
-    /* The evictions free device memory only when their copies are done. */
-    while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL)
-        *stall += wait_move(d->head[HO_Q_EVICT]->m);
-    if (d->resident + need <= d->budget) return ROOM_OK;
     return host_full ? ROOM_OVER_LIMIT : ROOM_NONE;
 }
 
@@ -717,6 +732,7 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     pthread_mutex_lock(&eng.lock);
     wait_pending(m);
     m->record = NULL;
+    want_drop(dev_of(m), m);
     if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
     if (async) add_user(m, stream, per_thread, next_use());
     if (async && implicit_per_thread(stream, per_thread)) {
@@ -815,11 +831,51 @@ static bool demand_restore(struct ho_managed *m, struct ho_managed *const *prote
 
 /* ------------------------------------------------------------------------------ uses */
 
+/* Prefetches the plan asked for but that had no room yet: they start, oldest first, as evictions
+ * complete, so a prefetch never makes the application wait for room. eng.lock held. */
+static void want_drop(struct ho_dev *d, struct ho_managed *m) {
+    if (!m->wanted) return;
+    for (size_t i = 0; i < d->nwant; i++) {
+        if (d->want[i] != m) continue;
+        memmove(&d->want[i], &d->want[i + 1], (d->nwant - i - 1) * sizeof *d->want);
+        d->nwant--;
+        break;
+    }
+    m->wanted = false;
+}
+
+static void want_add(struct ho_dev *d, struct ho_managed *m) {
+    if (m->wanted) return;
+    if (d->nwant == d->capwant) {
+        size_t cap = d->capwant ? d->capwant * 2 : 64;
+        struct ho_managed **n = realloc(d->want, cap * sizeof *n);
+        if (n == NULL) return; /* not queued: a demand restore will fetch it */
+        d->want = n;
+        d->capwant = cap;
+    }
+    d->want[d->nwant++] = m;
+    m->wanted = true;
+}
+
+static void want_start(struct ho_dev *d) {
+    while (d->nwant > 0) {
+        struct ho_managed *m = d->want[0];
+        if (atomic_load(&m->state) == HO_HOST && m->tr == NULL) {
+            if (d->resident + m->span > d->budget) return; /* in order: wait for more room */
+            uint64_t stall = 0;
+            if (start_restore(m, NULL, 0, &stall)) ho_count(&ho_stats.counts_prefetches, 1);
+            count_stall(stall);
+        }
+        want_drop(d, m);
+    }
+}
+
 /* Makes m usable for a use about to be issued (eng.lock held): cancels a move out, waits for a
  * move in, or brings it back on demand. */
 static void settle(struct ho_managed *m, bool restore, struct ho_managed *const *protect,
                    int nprotect) {
     bool capturing = atomic_load(&eng.capturing) > 0;
+    want_drop(dev_of(m), m);
     /* A launch found it away from the device: the plan (if any) brought it back too late. */
     if (restore && eng.la != NULL && atomic_load(&m->state) != HO_RESIDENT &&
         atomic_load(&m->state) != HO_EVICTING)
@@ -883,10 +939,22 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
  * prefetch only takes room that is free now: it must not make the application wait. */
 static void plan_after_launch(const struct ho_engine_touch *t) {
     uint64_t ids[HO_TOUCH_MAX];
-    for (int i = 0; i < t->n; i++) ids[i] = policy_id(t->m[i]);
+    /* What identifies a point in the step: the function, and the sizes of the buffers it gets
+     * (a generic kernel launched throughout a step is told apart by its operands). */
+    uint64_t sig = t->func * 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < t->n; i++) {
+        ids[i] = policy_id(t->m[i]);
+        sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
+    }
     pthread_mutex_lock(&eng.lock);
+    /* The plan is for one device's budget: the first one the policy sees a launch on. */
+    static bool budget_given;
+    if (!budget_given) {
+        ho_la_set_budget(eng.la, dev_of(t->m[0])->budget);
+        budget_given = true;
+    }
     struct ho_la_actions a;
-    ho_la_launch(eng.la, t->func, ids, (size_t)t->n, &a);
+    ho_la_launch(eng.la, sig, ids, (size_t)t->n, &a);
     if (atomic_load(&eng.capturing) == 0) {
         for (size_t i = 0; i < a.nevict; i++) {
             struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.evict[i];
@@ -899,11 +967,10 @@ static void plan_after_launch(const struct ho_engine_touch *t) {
             struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.restore[i];
             struct ho_dev *d = dev_of(m);
             if (d->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
-                atomic_load(&m->state) != HO_HOST || d->resident + m->span > d->budget)
+                atomic_load(&m->state) != HO_HOST)
                 continue;
-            uint64_t stall = 0;
-            if (start_restore(m, NULL, 0, &stall)) ho_count(&ho_stats.counts_prefetches, 1);
-            count_stall(stall);
+            want_add(d, m);
+            want_start(d);
         }
     }
     pthread_mutex_unlock(&eng.lock);
@@ -962,6 +1029,7 @@ void ho_engine_progress(void) {
                 complete_head(d, q);
             }
         }
+        if (d->nwant > 0 && atomic_load(&eng.capturing) == 0) want_start(d);
     }
     pthread_mutex_unlock(&eng.lock);
 }
@@ -1003,6 +1071,14 @@ bool ho_engine_reclaim(size_t bytes) {
     pthread_mutex_unlock(&eng.lock);
     count_stall(stall);
     return freed;
+}
+
+/* A step marker from the application (hostoff.h): the next launch starts a training step. */
+__attribute__((visibility("default"))) void hostoff_mark_step(void) {
+    if (eng.la == NULL) return;
+    pthread_mutex_lock(&eng.lock);
+    ho_la_step(eng.la);
+    pthread_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_stream_destroyed(CUstream s) {

@@ -57,6 +57,7 @@ struct ho_managed {
     struct ho_transition *tr;       /* the move in flight, if any */
     bool pinned;
     bool free_requested;            /* freed while a move was in flight */
+    bool wanted;                    /* on its device's prefetch queue, waiting for room */
     struct ho_managed *next;        /* all managed buffers of the process */
 };
 
@@ -88,6 +89,8 @@ struct ho_dev {
     CUmemAllocationProp dev_prop, host_prop;
     CUevent *free_events;
     size_t nfree_events, cap_events;
+    struct ho_managed **want;       /* prefetches waiting for room, oldest first */
+    size_t nwant, capwant;
     struct ho_cached *cache;        /* newest first */
     uint64_t cached;                /* bytes in the cache (part of `resident`) */
 };

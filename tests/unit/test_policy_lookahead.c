@@ -1,6 +1,7 @@
 /* The lookahead policy on a synthetic training loop: step detection without markers, buffer
- * identity across steps (activations reallocated every step), evict after the last forward use,
- * restore ahead of the backward use, and the late-restore feedback. */
+ * identity across steps (activations reallocated every step), a plan that fits the budget by
+ * evicting the longest gaps (act[0]'s, from its forward use to its backward use) and restores
+ * ahead of the backward use, and the late-restore feedback. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +59,7 @@ static void step(struct loop *L) {
 static void learns_the_step_and_plans_moves(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
     assert_non_null(L.la);
     ho_la_alloc(L.la, 1, 64u << 20);
     step(&L);
@@ -80,6 +82,7 @@ static void learns_the_step_and_plans_moves(void **state) {
 static void late_restores_double_the_lead(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
     ho_la_alloc(L.la, 1, 64u << 20);
     for (int s = 0; s < 6; s++) step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
@@ -95,9 +98,21 @@ static void late_restores_double_the_lead(void **state) {
     ho_la_destroy(L.la);
 }
 
+static void no_budget_no_moves(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_alloc(L.la, 1, 64u << 20);
+    for (int s = 0; s < 8; s++) step(&L);
+    assert_int_equal(ho_la_period(L.la), PERIOD);
+    assert_int_equal(L.act0_evicted_at, -1);
+    assert_int_equal(L.act0_restored_at, -1);
+    ho_la_destroy(L.la);
+}
+
 static void a_changed_sequence_drops_the_period(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
     ho_la_alloc(L.la, 1, 64u << 20);
     for (int s = 0; s < 5; s++) step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
@@ -111,6 +126,7 @@ static void a_changed_sequence_drops_the_period(void **state) {
 static void markers_fix_the_period(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
     ho_la_alloc(L.la, 1, 64u << 20);
     ho_la_step(L.la);
     step(&L);
@@ -130,6 +146,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(learns_the_step_and_plans_moves),
         cmocka_unit_test(late_restores_double_the_lead),
+        cmocka_unit_test(no_budget_no_moves),
         cmocka_unit_test(a_changed_sequence_drops_the_period),
         cmocka_unit_test(markers_fix_the_period),
     };
