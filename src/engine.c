@@ -7,6 +7,7 @@
 #include "lookahead.h"
 #include "policy.h"
 #include "stats.h"
+#include "trace.h"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -1075,6 +1076,7 @@ bool ho_engine_reclaim(size_t bytes) {
 
 /* A step marker from the application (hostoff.h): the next launch starts a training step. */
 __attribute__((visibility("default"))) void hostoff_mark_step(void) {
+    ho_trace_step();
     if (eng.la == NULL) return;
     pthread_mutex_lock(&eng.lock);
     ho_la_step(eng.la);
