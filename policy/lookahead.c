@@ -297,7 +297,7 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
     qsort(gaps, ngaps, sizeof *gaps, by_gap_desc);
     for (size_t g = 0; g < ngaps && positive > 0; g++) {
         unsigned lead = lead_of_key(la, gaps[g].key);
-        if (gaps[g].to - gaps[g].from <= 2ull * lead + MARGIN) break; /* sorted: the rest too */
+        if (gaps[g].to - gaps[g].from <= (uint64_t)lead + MARGIN) continue; /* no time off */
         uint64_t lo = gaps[g].from + 1, hi = gaps[g].to - lead; /* off the device in [lo, hi) */
         bool helps = false;
         for (uint64_t q = lo; q < hi && !helps; q++) helps = over[q % period] > 0;
@@ -505,7 +505,7 @@ void ho_la_late(struct ho_lookahead *la, uint64_t id) {
     uint64_t key;
     if (!map_get(&la->key_of, id, &key)) return;
     uint64_t lead = lead_of_key(la, key) * 2ull;
-    uint64_t cap = la->period > 2 ? la->period / 2 : 1;
+    uint64_t cap = la->period > 4 ? la->period / 4 : 1;
     map_put(&la->lead, key, lead < cap ? lead : cap);
 }
 

@@ -15,8 +15,10 @@
  *   exceeds the budget, gaps between uses are chosen, longest first, until it no longer does; a
  *   chosen buffer is evicted right after the use that opens its gap and restored `lead` launches
  *   before the use that closes it. Only what the budget needs moves: the link is the real cost.
- *   A buffer found not resident at its use (a late restore) doubles its role's lead, up to half a
- *   step: the feedback that corrects the first guesses.
+ *   A buffer whose prefetch had not landed by its use (a late restore) doubles its role's lead, up
+ *   to a quarter of a step: the feedback that corrects the first guesses. A gap is worth taking
+ *   when it is longer than the lead (plus a margin): the eviction and the restore use different
+ *   copy engines, so only the restore must fit before the next use.
  * Until a period is known the policy decides nothing and the engine falls back to lru. */
 #ifndef HOSTOFF_LOOKAHEAD_H
 #define HOSTOFF_LOOKAHEAD_H

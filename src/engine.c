@@ -876,11 +876,12 @@ static void want_start(struct ho_dev *d) {
 static void settle(struct ho_managed *m, bool restore, struct ho_managed *const *protect,
                    int nprotect) {
     bool capturing = atomic_load(&eng.capturing) > 0;
-    want_drop(dev_of(m), m);
-    /* A launch found it away from the device: the plan (if any) brought it back too late. */
-    if (restore && eng.la != NULL && atomic_load(&m->state) != HO_RESIDENT &&
-        atomic_load(&m->state) != HO_EVICTING)
+    /* A launch found it still on its way back, or queued for a prefetch that had no room yet:
+     * the plan brought it too late. (One the plan never asked for is not late: it is unplanned.) */
+    if (restore && eng.la != NULL &&
+        (atomic_load(&m->state) == HO_RESTORING || (m->wanted && atomic_load(&m->state) == HO_HOST)))
         ho_la_late(eng.la, policy_id(m));
+    want_drop(dev_of(m), m);
     switch (atomic_load(&m->state)) {
     case HO_EVICTING:
         atomic_store(&m->state, HO_RESIDENT); /* cancel: the device copy stays current */
