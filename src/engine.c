@@ -334,6 +334,7 @@ static void complete_evict(struct ho_transition *tr) {
     d->evicting -= m->span;
     if (atomic_load(&m->state) != HO_EVICTING) { /* cancelled: the device copy is current */
         if (tr->host != NULL) ho_host_slot_put(tr->host);
+        ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, true);
         return;
     }
     if (eng.backend == HO_BACKEND_VMM) {
@@ -351,6 +352,7 @@ static void complete_evict(struct ho_transition *tr) {
     atomic_store(&m->state, HO_HOST);
     ho_count(&ho_stats.counts_evictions, 1);
     ho_count(&ho_stats.bytes_to_host, m->span);
+    ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, false);
 }
 
 static void complete_restore(struct ho_transition *tr) {
@@ -367,6 +369,7 @@ static void complete_restore(struct ho_transition *tr) {
         d->resident -= m->span;
         device_bytes(-(int64_t)m->span);
         atomic_store(&m->state, HO_HOST);
+        ho_trace_move(HO_MOVE_RESTORE, m->id, m->span, tr->start_ns, true);
         return;
     }
     if (eng.backend == HO_BACKEND_VMM) {
@@ -379,6 +382,7 @@ static void complete_restore(struct ho_transition *tr) {
     atomic_store(&m->state, HO_RESIDENT);
     ho_count(&ho_stats.counts_restores, 1);
     ho_count(&ho_stats.bytes_to_device, m->span);
+    ho_trace_move(HO_MOVE_RESTORE, m->id, m->span, tr->start_ns, false);
 }
 
 static void complete_free(struct ho_transition *tr) {
@@ -453,6 +457,7 @@ static uint64_t wait_move(struct ho_managed *m) {
         ho_ctx_pop();
     }
     uint64_t stall = ho_clock_ns() - t0;
+    ho_trace_stall(m->id, stall, q == HO_Q_RESTORE ? HO_MOVE_RESTORE : HO_MOVE_EVICT);
     struct ho_transition *last = tr;
     while (d->head[q] != NULL) {
         bool stop = d->head[q] == last;
@@ -823,6 +828,7 @@ static bool demand_restore(struct ho_managed *m, struct ho_managed *const *prote
     uint64_t stall = 0;
     bool started = start_restore(m, protect, nprotect, &stall);
     if (started) {
+        ho_trace_demand(m->id);
         stall += wait_move(m);
         ho_count(&ho_stats.counts_demand_restores, 1);
     }
@@ -1051,11 +1057,14 @@ void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
         return;
     pthread_mutex_lock(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
+    ho_dev_setup(device); /* the budget applies before the first managed allocation too */
     if (d->ready && d->budget != UINT64_MAX) {
         /* With a budget, the device looks as large as the budget and as free as the budget's
          * unused part, never freer than the device really is. */
         if (*total > d->budget) *total = d->budget;
-        uint64_t room = d->budget > d->resident ? d->budget - d->resident : 0;
+        /* Cached device memory is free as far as the application can tell: it is given up first. */
+        uint64_t held = d->resident - d->cached;
+        uint64_t room = d->budget > held ? d->budget - held : 0;
         if (*free_bytes > room) *free_bytes = room;
     }
     pthread_mutex_unlock(&eng.lock);
