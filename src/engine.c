@@ -601,8 +601,10 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
     bool host_full = false;
     for (;;) {
         evict_for(d, need, protect, nprotect, &host_full);
-        while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL)
+        while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL) {
             *stall += wait_move(d->head[HO_Q_EVICT]->m);
+            cache_trim(d, need, d->budget); /* a completed free may have landed in the cache */
+        }
         if (d->resident + need <= d->budget) return ROOM_OK;
         if (host_full || d->head[HO_Q_RESTORE] == NULL) break;
         *stall += wait_move(d->head[HO_Q_RESTORE]->m); /* a prefetch landing makes a candidate */
