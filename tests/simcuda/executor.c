@@ -121,6 +121,17 @@ void sim_op_wait_done(struct sim_op *op) {
     publish_fault(op->dev, op->seq);
 }
 
+/* Waits for op and returns its virtual end. The wait releases the lock, and meanwhile another
+ * thread may enqueue on the same stream or re-record the same event, dropping the reference the
+ * caller found op through: hold one of our own across the wait. */
+uint64_t sim_op_wait_end(struct sim_op *op) {
+    op->refs++;
+    sim_op_wait_done(op);
+    uint64_t end = op->end_ns;
+    sim_op_release(op);
+    return end;
+}
+
 void sim_device_drain(struct sim_device *dev) {
     uint64_t target = dev->enqueued_seq;
     while (dev->done_seq < target) pthread_cond_wait(&sim.progress, &sim.lock);
@@ -135,10 +146,7 @@ static void advance_host_to(uint64_t t) {
 
 CUresult sim_stream_sync_locked(struct sim_stream *s) {
     struct sim_op *op = s->last_op;
-    if (op != NULL) {
-        sim_op_wait_done(op);
-        advance_host_to(op->end_ns);
-    }
+    if (op != NULL) advance_host_to(sim_op_wait_end(op));
     return sim.sticky;
 }
 

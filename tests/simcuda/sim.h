@@ -397,6 +397,8 @@ void sim_op_enqueue(struct sim_op *op);
 void sim_op_release(struct sim_op *op);
 /* Waits (wall clock) until op has run; lock held on entry and exit. */
 void sim_op_wait_done(struct sim_op *op);
+/* Waits for op, holding a reference meanwhile, and returns its virtual end (lock held). */
+uint64_t sim_op_wait_end(struct sim_op *op);
 /* Waits until every operation enqueued on dev so far has run (lock held). */
 void sim_device_drain(struct sim_device *dev);
 /* Stream synchronisation helpers (lock held): advance the host clock to the stream's completion.

@@ -210,8 +210,8 @@ static CUresult stream_query(CUstream h, bool pt) {
     rc = sim.sticky;
     struct sim_op *op = s->last_op;
     if (rc == CUDA_SUCCESS && op != NULL) {
-        sim_op_wait_done(op); /* wall clock only: the answer is by virtual time */
-        if (op->end_ns > sim_now()) rc = CUDA_ERROR_NOT_READY;
+        /* Wall clock only: the answer is by virtual time. */
+        if (sim_op_wait_end(op) > sim_now()) rc = CUDA_ERROR_NOT_READY;
         rc = sim.sticky != CUDA_SUCCESS ? sim.sticky : rc;
     }
     sim_unlock();
@@ -410,10 +410,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent h) {
     if ((rc = sim_capture_check_event(e)) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = CUDA_SUCCESS;
-    if (e->record != NULL) {
-        sim_op_wait_done(e->record);
-        if (e->record->end_ns > sim_now()) rc = CUDA_ERROR_NOT_READY;
-    }
+    if (e->record != NULL && sim_op_wait_end(e->record) > sim_now()) rc = CUDA_ERROR_NOT_READY;
     if (sim.sticky != CUDA_SUCCESS) rc = sim.sticky;
     sim_unlock();
     return rc;
@@ -427,8 +424,7 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent h) {
     if ((rc = sim_capture_check_event(e)) != CUDA_SUCCESS) return rc;
     sim_lock();
     if (e->record != NULL) {
-        sim_op_wait_done(e->record);
-        uint64_t t = e->record->end_ns, cur = sim_now();
+        uint64_t t = sim_op_wait_end(e->record), cur = sim_now();
         while (cur < t && !atomic_compare_exchange_weak(&sim.host_ns, &cur, t)) {
         }
     }
@@ -449,14 +445,18 @@ static CUresult event_elapsed(float *ms, CUevent a, CUevent b) {
         sim_unlock();
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    sim_op_wait_done(ea->record);
-    sim_op_wait_done(eb->record);
+    struct sim_op *ra = ea->record, *rb = eb->record;
+    ra->refs++; /* the waits release the lock: a re-record must not free what is compared */
+    rb->refs++;
+    uint64_t end_a = sim_op_wait_end(ra), end_b = sim_op_wait_end(rb);
+    sim_op_release(ra);
+    sim_op_release(rb);
     uint64_t now = sim_now();
-    if (ea->record->end_ns > now || eb->record->end_ns > now) {
+    if (end_a > now || end_b > now) {
         sim_unlock();
         return CUDA_ERROR_NOT_READY;
     }
-    double diff = (double)eb->record->end_ns - (double)ea->record->end_ns;
+    double diff = (double)end_b - (double)end_a;
     *ms = (float)(diff / 1e6);
     rc = sim.sticky;
     sim_unlock();
