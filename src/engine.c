@@ -599,15 +599,20 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
     cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return ROOM_OVER_LIMIT; /* nothing moves meanwhile */
     bool host_full = false;
-    for (;;) {
-        evict_for(d, need, protect, nprotect, &host_full);
+    /* A move can fail (the driver refused a copy or a remap: the buffer then stays where it was),
+     * so try again while attempts still start moves, a bounded number of times. */
+    for (int attempt = 0; attempt < 16; attempt++) {
+        size_t started = evict_for(d, need, protect, nprotect, &host_full);
         while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL) {
             *stall += wait_move(d->head[HO_Q_EVICT]->m);
             cache_trim(d, need, d->budget); /* a completed free may have landed in the cache */
         }
         if (d->resident + need <= d->budget) return ROOM_OK;
-        if (host_full || d->head[HO_Q_RESTORE] == NULL) break;
-        *stall += wait_move(d->head[HO_Q_RESTORE]->m); /* a prefetch landing makes a candidate */
+        if (host_full) break;
+        if (d->head[HO_Q_RESTORE] != NULL)
+            *stall += wait_move(d->head[HO_Q_RESTORE]->m); /* a prefetch landing: a candidate */
+        else if (started == 0)
+            break;
     }
     return host_full ? ROOM_OVER_LIMIT : ROOM_NONE;
 }
@@ -660,8 +665,14 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
             if (m->va == 0 || !ho_map_rw(d, m->va, m->span, m->dev, m->device)) {
                 if (m->va != 0) ho_va_put(m->va, m->span);
                 ho_real.cuMemRelease(m->dev);
-                rc = CUDA_ERROR_OUT_OF_MEMORY;
+                /* The driver refused a step of the engine's own: let it allocate plainly, so the
+                 * application sees only what it would have seen without the library. */
+                rc = CUDA_ERROR_NOT_SUPPORTED;
             }
+        } else {
+            /* No device memory for a handle even after reclaiming: a plain allocation gets the
+             * driver's own answer (out of memory too when the device is really full). */
+            rc = CUDA_ERROR_NOT_SUPPORTED;
         }
     } else {
         rc = ho_real.cuMemAllocManaged(&m->va, m->span, CU_MEM_ATTACH_GLOBAL);
