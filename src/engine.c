@@ -39,9 +39,12 @@ uint64_t ho_clock_ns(void) {
 
 const char *ho_engine_backend_name(void) {
     switch (eng.backend) {
-    case HO_BACKEND_VMM: return "vmm";
-    case HO_BACKEND_UVM: return "uvm";
-    default: return "none";
+    case HO_BACKEND_VMM:
+        return "vmm";
+    case HO_BACKEND_UVM:
+        return "uvm";
+    default:
+        return "none";
     }
 }
 
@@ -56,7 +59,8 @@ void ho_engine_init(const struct ho_options *o) {
     if (o->policy == HO_CHOOSE_LOOKAHEAD) {
         /* The first lead: 8 launches; late restores double it per buffer role. */
         eng.la = ho_la_create(8);
-        if (eng.la == NULL) ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
+        if (eng.la == NULL)
+            ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
     }
     eng.active = true;
 }
@@ -86,11 +90,11 @@ static void note_host_peak(void) {
 /* Each thread that issues uses has a slot whose counter is odd while it is between checking the
  * state of the buffers a call uses and having issued that call. A move starts by changing the
  * buffer's state, then waits until every slot that was odd has moved on: from then on no use that
- * saw the old state can still be on its way (the protocol in engine.h). Two stores and a fence per
- * call, on a line only this thread writes: far cheaper than a locked add per buffer. */
+ * saw the old state can still be on its way (the protocol in engine.h). An uncontended add and a
+ * store per call, on a line only this thread writes: far cheaper than a locked add per buffer. */
 struct issue_slot {
     _Atomic uint64_t seq;
-    _Atomic bool free;              /* its thread has exited */
+    _Atomic bool free; /* its thread has exited */
     struct issue_slot *next;
 };
 
@@ -129,11 +133,11 @@ static struct issue_slot *slot_get(void) {
     return sl;
 }
 
-/* Out of memory for a slot: this thread's calls are serialised with moves by eng.lock instead. */
+/* Enters the issuing section. A sequentially consistent add on a line only this thread writes
+ * (cheap: never contended), then sequentially consistent loads of the states: against a move's
+ * sequentially consistent state store and slot loads, one of the two sides sees the other. */
 static void issue_begin(struct issue_slot *sl) {
-    uint64_t v = atomic_load_explicit(&sl->seq, memory_order_relaxed);
-    atomic_store_explicit(&sl->seq, v + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* the odd count is seen before the states read */
+    atomic_fetch_add_explicit(&sl->seq, 1, memory_order_seq_cst);
 }
 
 static void issue_end(struct issue_slot *sl) {
@@ -144,17 +148,18 @@ static void issue_end(struct issue_slot *sl) {
 /* Waits until no thread is in the middle of issuing a call that may have seen a state from
  * before now (eng.lock held; the caller changed a state just before). */
 static void wait_issuing(void) {
-    atomic_thread_fence(memory_order_seq_cst);
     for (struct issue_slot *sl = atomic_load(&issue_slots); sl != NULL; sl = sl->next) {
         if (sl == my_slot) continue; /* this thread is not issuing: it is moving */
-        uint64_t v = atomic_load_explicit(&sl->seq, memory_order_acquire);
+        uint64_t v = atomic_load_explicit(&sl->seq, memory_order_seq_cst);
         if ((v & 1) == 0) continue;
-        while (atomic_load_explicit(&sl->seq, memory_order_acquire) == v) sched_yield();
+        while (atomic_load_explicit(&sl->seq, memory_order_acquire) == v)
+            sched_yield();
     }
 }
 
 static void users_lock(struct ho_managed *m) {
-    while (atomic_flag_test_and_set_explicit(&m->users_lock, memory_order_acquire)) sched_yield();
+    while (atomic_flag_test_and_set_explicit(&m->users_lock, memory_order_acquire))
+        sched_yield();
 }
 
 static void users_unlock(struct ho_managed *m) {
@@ -217,7 +222,8 @@ static void barrier(struct ho_managed *m, int q) {
     bool overflow = m->users_overflow;
     CUstream users[HO_MAX_USERS];
     CUevent events[HO_MAX_USERS];
-    for (int i = 0; i < n; i++) users[i] = atomic_load(&m->users[i]);
+    for (int i = 0; i < n; i++)
+        users[i] = atomic_load(&m->users[i]);
     memcpy(events, m->use_events, sizeof events);
     atomic_store(&m->nusers, 0);
     m->nuse_events = 0;
@@ -247,8 +253,10 @@ static void barrier(struct ho_managed *m, int q) {
 
 static void enqueue(struct ho_dev *d, int q, struct ho_transition *tr) {
     tr->next = NULL;
-    if (d->tail[q] != NULL) d->tail[q]->next = tr;
-    else d->head[q] = tr;
+    if (d->tail[q] != NULL)
+        d->tail[q]->next = tr;
+    else
+        d->head[q] = tr;
     d->tail[q] = tr;
     atomic_fetch_add(&eng.inflight, 1);
 }
@@ -319,8 +327,9 @@ static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
     if (ho_real.cuMemUnmap(m->va, m->span) != CUDA_SUCCESS) return false;
     if (ho_map_rw(d, m->va, m->span, h, m->device)) return true;
     if (!ho_map_rw(d, m->va, m->span, fallback, m->device))
-        ho_log(HO_LOG_ERROR, "cannot map a buffer back at %#llx: its bytes are safe in handle %#llx "
-                             "but the address is unmapped",
+        ho_log(HO_LOG_ERROR,
+               "cannot map a buffer back at %#llx: its bytes are safe in handle %#llx "
+               "but the address is unmapped",
                (unsigned long long)m->va, (unsigned long long)fallback);
     return false;
 }
@@ -389,9 +398,8 @@ static void complete_free(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
     bool on_device = atomic_load(&m->state) == HO_RESIDENT;
-    struct ho_cached *c = on_device && eng.backend == HO_BACKEND_VMM && m->dev != 0
-                              ? malloc(sizeof *c)
-                              : NULL;
+    struct ho_cached *c =
+        on_device && eng.backend == HO_BACKEND_VMM && m->dev != 0 ? malloc(sizeof *c) : NULL;
     if (c != NULL) {
         /* Keep the mapped device memory for the next allocation of this size. */
         *c = (struct ho_cached){m->va, m->dev, m->span, d->cache};
@@ -427,9 +435,15 @@ static void complete_head(struct ho_dev *d, int q) {
     struct ho_managed *m = tr->m;
     ho_ctx_push(d);
     switch (tr->kind) {
-    case HO_TR_EVICT: complete_evict(tr); break;
-    case HO_TR_RESTORE: complete_restore(tr); break;
-    case HO_TR_FREE: complete_free(tr); break;
+    case HO_TR_EVICT:
+        complete_evict(tr);
+        break;
+    case HO_TR_RESTORE:
+        complete_restore(tr);
+        break;
+    case HO_TR_FREE:
+        complete_free(tr);
+        break;
     }
     ho_event_put(d, tr->done);
     ho_ctx_pop();
@@ -559,7 +573,8 @@ static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *cons
     size_t started = 0;
     while (d->resident - d->evicting + need > d->budget && !*host_full) {
         size_t n = 0, cap = 0;
-        for (struct ho_managed *m = eng.all; m != NULL; m = m->next) cap++;
+        for (struct ho_managed *m = eng.all; m != NULL; m = m->next)
+            cap++;
         struct ho_policy_candidate *c = calloc(cap ? cap : 1, sizeof *c);
         struct ho_managed **by_id = calloc(cap ? cap : 1, sizeof *by_id);
         uint64_t *victims = calloc(cap ? cap : 1, sizeof *victims);
@@ -577,8 +592,10 @@ static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *cons
             uint64_t over = d->resident - d->evicting + need - d->budget;
             k = ho_policy_victims(HO_POLICY_LRU, over, c, n, victims, n);
             for (size_t i = 0; i < k && !*host_full; i++) {
-                if (start_evict(by_id[victims[i]])) round++;
-                else *host_full = true;
+                if (start_evict(by_id[victims[i]]))
+                    round++;
+                else
+                    *host_full = true;
             }
         }
         free(c);
@@ -623,7 +640,8 @@ static bool reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     uint64_t before = d->resident;
     cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
     if (d->resident < before) return true;
-    while (d->head[HO_Q_EVICT] != NULL) *stall += wait_move(d->head[HO_Q_EVICT]->m);
+    while (d->head[HO_Q_EVICT] != NULL)
+        *stall += wait_move(d->head[HO_Q_EVICT]->m);
     if (d->resident < before) return true;
     uint64_t saved = d->budget;
     d->budget = d->resident > need ? d->resident - need : 0;
@@ -697,8 +715,7 @@ ready:
 CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind) {
     if (!eng.active || bytes < eng.min_bytes || dptr == NULL) return CUDA_ERROR_NOT_SUPPORTED;
     CUdevice device;
-    if (ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 ||
-        device >= HO_MAX_DEVICES)
+    if (ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 || device >= HO_MAX_DEVICES)
         return CUDA_ERROR_NOT_SUPPORTED; /* no context: the driver gives its own answer */
     struct ho_managed *m = calloc(1, sizeof *m);
     if (m == NULL) return CUDA_ERROR_NOT_SUPPORTED;
@@ -759,12 +776,19 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
         ho_real.cuStreamSynchronize_ptsz(NULL);
     }
     switch (atomic_load(&m->state)) {
-    case HO_EVICTING: atomic_store(&m->state, HO_RESIDENT); break; /* cancel */
-    case HO_RESTORING: atomic_store(&m->state, HO_HOST); break;    /* cancel */
-    default: break;
+    case HO_EVICTING:
+        atomic_store(&m->state, HO_RESIDENT);
+        break; /* cancel */
+    case HO_RESTORING:
+        atomic_store(&m->state, HO_HOST);
+        break; /* cancel */
+    default:
+        break;
     }
-    if (m->tr != NULL) m->free_requested = true;
-    else start_free(m);
+    if (m->tr != NULL)
+        m->free_requested = true;
+    else
+        start_free(m);
     pthread_mutex_unlock(&eng.lock);
     return true;
 }
@@ -898,7 +922,8 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
     /* A launch found it still on its way back, or queued for a prefetch that had no room yet:
      * the plan brought it too late. (One the plan never asked for is not late: it is unplanned.) */
     if (restore && eng.la != NULL &&
-        (atomic_load(&m->state) == HO_RESTORING || (m->wanted && atomic_load(&m->state) == HO_HOST)))
+        (atomic_load(&m->state) == HO_RESTORING ||
+         (m->wanted && atomic_load(&m->state) == HO_HOST)))
         ho_la_late(eng.la, policy_id(m));
     want_drop(dev_of(m), m);
     switch (atomic_load(&m->state)) {
@@ -906,10 +931,13 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
         atomic_store(&m->state, HO_RESIDENT); /* cancel: the device copy stays current */
         break;
     case HO_RESTORING:
-        if (capturing) atomic_store(&m->state, HO_HOST); /* cancel: no waiting during capture */
-        else count_stall(wait_move(m));
+        if (capturing)
+            atomic_store(&m->state, HO_HOST); /* cancel: no waiting during capture */
+        else
+            count_stall(wait_move(m));
         break;
-    default: break;
+    default:
+        break;
     }
     if (atomic_load(&m->state) == HO_HOST && restore && !capturing && m->tr == NULL && !m->pinned)
         demand_restore(m, protect, nprotect);
@@ -935,17 +963,20 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
     if (sl != NULL) {
         issue_begin(sl);
         for (int i = 0; i < t->n && resident; i++)
-            resident = atomic_load_explicit(&t->m[i]->state, memory_order_relaxed) == HO_RESIDENT;
+            resident = atomic_load_explicit(&t->m[i]->state, memory_order_seq_cst) == HO_RESIDENT;
         if (resident) {
-            for (int i = 0; i < t->n; i++) add_user(t->m[i], s, per_thread, seq);
+            for (int i = 0; i < t->n; i++)
+                add_user(t->m[i], s, per_thread, seq);
             t->slot = sl;
             return;
         }
         issue_end(sl);
     }
     pthread_mutex_lock(&eng.lock);
-    for (int i = 0; i < t->n; i++) settle(t->m[i], restore, t->m, t->n);
-    for (int i = 0; i < t->n; i++) add_user(t->m[i], s, per_thread, seq);
+    for (int i = 0; i < t->n; i++)
+        settle(t->m[i], restore, t->m, t->n);
+    for (int i = 0; i < t->n; i++)
+        add_user(t->m[i], s, per_thread, seq);
     if (sl != NULL) {
         issue_begin(sl);
         t->slot = sl;
@@ -1065,8 +1096,7 @@ void ho_engine_capture(int delta) {
 void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
     CUdevice device;
     if (!eng.active || free_bytes == NULL || total == NULL ||
-        ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 ||
-        device >= HO_MAX_DEVICES)
+        ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 || device >= HO_MAX_DEVICES)
         return;
     pthread_mutex_lock(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
@@ -1086,8 +1116,7 @@ void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
 bool ho_engine_reclaim(size_t bytes) {
     CUdevice device;
     if (!eng.active || atomic_load(&eng.capturing) > 0 ||
-        ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 ||
-        device >= HO_MAX_DEVICES)
+        ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 || device >= HO_MAX_DEVICES)
         return false;
     uint64_t stall = 0;
     pthread_mutex_lock(&eng.lock);

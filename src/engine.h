@@ -67,8 +67,8 @@ bool ho_engine_reclaim(size_t bytes);
 void ho_engine_stream_destroyed(CUstream s);
 /* The buffer holding addr is IPC-exported: never move it. */
 void ho_engine_pin(uint64_t addr);
-/* Drains every move (at exit, for the report), and forgets all state in a fork child. */
-void ho_engine_shutdown(void);
+/* Forgets all state in a fork child. (Nothing is drained at exit: moves still queued then are
+ * abandoned with the process, as the driver abandons queued work; the report shows them.) */
 void ho_engine_fork_child(void);
 
 /* The engine clock: the simulator's virtual clock under simcuda, else CLOCK_MONOTONIC. */

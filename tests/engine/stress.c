@@ -1,185 +1,263 @@
 /* Integrity stress for the residency engine, on the full-data simulator under LD_PRELOAD.
  *
  * Buffers totalling several times HOSTOFF_BUDGET are filled by kernels; threads, each with its
- * own stream, launch kernels that verify and update random subsets of their buffers, so buffers
+ * own streams, launch kernels that verify and update random subsets of their buffers, so buffers
  * keep being evicted and restored while other streams' work is in flight. Every word's value is
- * a function of (buffer, version, index): any lost or stale byte shows. At the end every buffer
- * is copied back and checked. Exit 0 only when all of it is bit-exact.
+ * a function of (buffer, version, index): any lost or stale byte shows. A buffer used on another
+ * stream than its last use is ordered after that use by an event, as a framework would do. With
+ * churn, a thread now and then frees one of its buffers stream-ordered (cuMemFreeAsync) and
+ * allocates and fills a new one in its place. At the end every buffer is copied back and checked.
+ * Exit 0 only when all of it is bit-exact.
  *
- *   stress THREADS BUFFERS_PER_THREAD BUFFER_MIB KERNELS_PER_THREAD SEED */
-#include <cuda.h>
+ *   stress THREADS BUFFERS_PER_THREAD BUFFER_MIB KERNELS_PER_THREAD SEED
+ *          [STREAMS [MIXED [CHURN [LOCALITY]]]]
+ *
+ * STREAMS: streams per thread (default 1). MIXED=1: buffer sizes cycle through 1, 1.5, 2 and
+ * 0.25 times BUFFER_MIB (the last ones stay below HOSTOFF_MIN_BYTES in the suite: they pass
+ * through and never move); default 0, every buffer BUFFER_MIB. CHURN=N: every N kernels a thread
+ * replaces a buffer (default 0: never). LOCALITY=P: P% of the buffers a kernel picks come from a
+ * window of two of the thread's buffers that slides by one every 32 kernels (a working set that
+ * drifts, as a training step's layers do); the rest, and all of them when P is 0 (the default),
+ * are uniformly random. Every pick that misses the device is a move, and a move of a 2 MiB buffer
+ * costs the simulator far more CPU time than a kernel: locality keeps thousands of kernels fast.
+ *
+ * stdout: the summary line, then "sizes: <bytes of each buffer ever allocated>" (the harness
+ * computes the managed total and the device bytes the program holds outside the engine). */
+#include "engtest.h"
+
 #include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#define SLOTS 3
+#define SLOTS       3
+#define MAX_THREADS 64
+#define MAX_STREAMS 16
 
-
-static uint64_t word(uint64_t id, uint64_t version, uint64_t i) {
-    return (id << 40) ^ (version * 0x9E3779B97F4A7C15ull) ^ (i * 0xBF58476D1CE4E5B9ull);
-}
-
-/* Kernel: for each slot with a buffer, check every word holds `version`, then write version+1.
- * Params: (ptr buf, u64 id, u64 version) x SLOTS, u64 words, ptr errors. */
+/* Kernel: for each slot with a buffer, check every word holds `version`, then write version + 1.
+ * Params: (ptr buf, u64 id, u64 version, u64 words) x SLOTS. One launch in eight (by the first
+ * slot's version) lasts 400 us of virtual time instead of 20 us, far longer than a copy of its
+ * buffers: a move that did not wait for it would remap under it (a hazard). */
 void stress_vu(void **p) {
-    uint64_t words = *(uint64_t *)p[3 * SLOTS];
-    _Atomic uint64_t *errors = *(_Atomic uint64_t **)p[3 * SLOTS + 1];
+    if (*(uint64_t *)p[2] % 8 == 7) simcuda_set_duration_ns(400000);
     for (int s = 0; s < SLOTS; s++) {
-        uint64_t *buf = *(uint64_t **)p[3 * s];
+        uint64_t *buf = *(uint64_t **)p[4 * s];
         if (buf == NULL) continue;
-        uint64_t id = *(uint64_t *)p[3 * s + 1], v = *(uint64_t *)p[3 * s + 2];
-        uint64_t bad = 0;
+        uint64_t id = *(uint64_t *)p[4 * s + 1], v = *(uint64_t *)p[4 * s + 2];
+        uint64_t words = *(uint64_t *)p[4 * s + 3], bad = 0;
         for (uint64_t i = 0; i < words; i++) {
-            bad += buf[i] != word(id, v, i);
-            buf[i] = word(id, v + 1, i);
+            bad += buf[i] != eng_word(id, v, i);
+            buf[i] = eng_word(id, v + 1, i);
         }
-        if (bad) atomic_fetch_add(errors, bad);
+        if (bad) atomic_fetch_add(&eng_errors, bad);
     }
 }
 
-/* Kernel: fill a buffer with version 0. Params: ptr buf, u64 id, u64 words. */
-void stress_fill(void **p) {
-    uint64_t *buf = *(uint64_t **)p[0];
-    uint64_t id = *(uint64_t *)p[1], words = *(uint64_t *)p[2];
-    for (uint64_t i = 0; i < words; i++) buf[i] = word(id, 0, i);
-}
+static const char image[] = "simcuda-module 1\n" ENG_KERNELS
+                            "kernel stress_vu ptr u64 u64 u64 ptr u64 u64 u64 ptr u64 u64 u64 "
+                            "ns=20000\n";
 
-static const char image[] = "simcuda-module 1\n"
-                            "kernel stress_vu ptr u64 u64 ptr u64 u64 ptr u64 u64 u64 ptr ns=20000\n"
-                            "kernel stress_fill ptr u64 u64 ns=5000\n";
-
-struct worker {
-    int index;
-    CUcontext ctx;
-    CUfunction vu;
-    int nbuf;
-    CUdeviceptr *bufs;
-    uint64_t *ids, *versions;
-    uint64_t words;
-    int kernels;
-    unsigned seed;
-    CUresult error;
+struct buffer {
+    CUdeviceptr ptr;
+    uint64_t bytes, id, version;
+    CUevent last;    /* recorded after its last use */
+    int last_stream; /* where that use was queued, or -1 */
 };
 
-static _Atomic uint64_t *device_errors; /* pinned host memory the kernels count into */
+struct worker {
+    CUcontext ctx;
+    CUfunction vu, fill;
+    int nbuf, kernels, streams, churn, locality;
+    struct buffer *bufs;
+    unsigned seed;
+    CUresult error;
+    const char *failed_call;
+};
 
-static void *work(void *arg) {
-    struct worker *w = arg;
-    CUstream s;
-    if ((w->error = cuCtxSetCurrent(w->ctx)) != CUDA_SUCCESS) return NULL;
-    if ((w->error = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) return NULL;
-    for (int k = 0; k < w->kernels; k++) {
-        CUdeviceptr ptr[SLOTS] = {0, 0, 0};
-        uint64_t id[SLOTS] = {0, 0, 0}, ver[SLOTS] = {0, 0, 0};
-        int want = 1 + (int)(rand_r(&w->seed) % SLOTS);
-        int chosen[SLOTS], n = 0;
-        while (n < want) {
-            int b = (int)(rand_r(&w->seed) % (unsigned)w->nbuf);
-            bool dup = false;
-            for (int j = 0; j < n; j++) dup |= chosen[j] == b;
-            if (dup) {
-                if (n >= w->nbuf) break;
-                continue;
-            }
-            chosen[n] = b;
-            ptr[n] = w->bufs[b];
-            id[n] = w->ids[b];
-            ver[n] = w->versions[b]++;
-            n++;
-        }
-        void *args[3 * SLOTS + 2];
-        for (int j = 0; j < SLOTS; j++) {
-            args[3 * j] = &ptr[j];
-            args[3 * j + 1] = &id[j];
-            args[3 * j + 2] = &ver[j];
-        }
-        args[3 * SLOTS] = &w->words;
-        args[3 * SLOTS + 1] = &device_errors;
-        if ((w->error = cuLaunchKernel(w->vu, 1, 1, 1, 1, 1, 1, 0, s, args, NULL)) != CUDA_SUCCESS)
-            return NULL;
+static _Atomic uint64_t next_id;
+static pthread_mutex_t sizes_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *sizes;
+static size_t nsizes, cap_sizes;
+
+static void note_size(uint64_t bytes) {
+    pthread_mutex_lock(&sizes_lock);
+    if (nsizes == cap_sizes) {
+        cap_sizes = cap_sizes ? 2 * cap_sizes : 64;
+        sizes = realloc(sizes, cap_sizes * sizeof *sizes);
+        EXPECT(sizes != NULL, "out of memory");
     }
-    w->error = cuStreamSynchronize(s);
-    cuStreamDestroy(s);
-    return NULL;
+    sizes[nsizes++] = bytes;
+    pthread_mutex_unlock(&sizes_lock);
 }
 
-#define CK(call)                                                                                   \
+/* Orders stream `st` after the last use of b (when it was on another stream). */
+static CUresult order_after(struct buffer *b, CUstream *streams, int st) {
+    if (b->last_stream < 0 || b->last_stream == st) return CUDA_SUCCESS;
+    return cuStreamWaitEvent(streams[st], b->last, 0);
+}
+
+static CUresult used_on(struct buffer *b, CUstream *streams, int st) {
+    b->last_stream = st;
+    return cuEventRecord(b->last, streams[st]);
+}
+
+#define TRY(call)                                                                                  \
     do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        if (rc_ != CUDA_SUCCESS) {                                                                 \
-            fprintf(stderr, "stress: %s failed: %d\n", #call, (int)rc_);                           \
-            return 2;                                                                              \
+        if ((w->error = (call)) != CUDA_SUCCESS) {                                                 \
+            w->failed_call = #call;                                                                \
+            return NULL;                                                                           \
         }                                                                                          \
     } while (0)
 
+/* Replaces buffer b: a stream-ordered free after its last use, a new buffer filled on st. */
+static void *churn(struct worker *w, struct buffer *b, CUstream *streams, int st) {
+    TRY(order_after(b, streams, st));
+    TRY(cuMemFreeAsync(b->ptr, streams[st]));
+    TRY(cuMemAlloc(&b->ptr, b->bytes));
+    note_size(b->bytes);
+    b->id = atomic_fetch_add(&next_id, 1) + 1;
+    b->version = 0;
+    TRY(eng_launch(w->fill, streams[st], b->ptr, b->id, 0, b->bytes));
+    TRY(used_on(b, streams, st));
+    return w;
+}
+
+static void *work(void *arg) {
+    struct worker *w = arg;
+    CUstream streams[MAX_STREAMS];
+    TRY(cuCtxSetCurrent(w->ctx));
+    for (int i = 0; i < w->streams; i++)
+        TRY(cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING));
+    for (int k = 0; k < w->kernels; k++) {
+        int st = (int)(rand_r(&w->seed) % (unsigned)w->streams);
+        if (w->churn > 0 && k > 0 && k % w->churn == 0) {
+            struct buffer *b = &w->bufs[rand_r(&w->seed) % (unsigned)w->nbuf];
+            if (churn(w, b, streams, st) == NULL) return NULL;
+        }
+        CUdeviceptr ptr[SLOTS] = {0};
+        uint64_t id[SLOTS] = {0}, ver[SLOTS] = {0}, words[SLOTS] = {0};
+        struct buffer *chosen[SLOTS];
+        int want = 1 + (int)(rand_r(&w->seed) % SLOTS), n = 0;
+        if (want > w->nbuf) want = w->nbuf;
+        while (n < want) {
+            unsigned pick = rand_r(&w->seed) % (unsigned)w->nbuf;
+            if ((int)(rand_r(&w->seed) % 100) < w->locality)
+                pick = (unsigned)(k / 32 + (int)(rand_r(&w->seed) % 2)) % (unsigned)w->nbuf;
+            struct buffer *b = &w->bufs[pick];
+            bool dup = false;
+            for (int j = 0; j < n; j++)
+                dup |= chosen[j] == b;
+            if (dup) continue;
+            TRY(order_after(b, streams, st));
+            chosen[n] = b;
+            ptr[n] = b->ptr;
+            id[n] = b->id;
+            ver[n] = b->version++;
+            words[n] = b->bytes / 8;
+            n++;
+        }
+        void *args[4 * SLOTS];
+        for (int j = 0; j < SLOTS; j++) {
+            args[4 * j] = &ptr[j];
+            args[4 * j + 1] = &id[j];
+            args[4 * j + 2] = &ver[j];
+            args[4 * j + 3] = &words[j];
+        }
+        TRY(cuLaunchKernel(w->vu, 1, 1, 1, 1, 1, 1, 0, streams[st], args, NULL));
+        for (int j = 0; j < n; j++)
+            TRY(used_on(chosen[j], streams, st));
+    }
+    for (int i = 0; i < w->streams; i++) {
+        TRY(cuStreamSynchronize(streams[i]));
+        TRY(cuStreamDestroy(streams[i]));
+    }
+    return NULL;
+}
+
+static uint64_t size_of(int b, uint64_t unit, bool mixed) {
+    if (!mixed) return unit;
+    static const uint64_t quarters[4] = {4, 6, 8, 1}; /* 1, 1.5, 2 and 0.25 units */
+    return unit / 4 * quarters[b % 4];
+}
+
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: stress THREADS BUFFERS_PER_THREAD BUFFER_MIB KERNELS SEED\n");
+    if (argc < 6 || argc > 10) {
+        fprintf(stderr, "usage: stress THREADS BUFFERS_PER_THREAD BUFFER_MIB KERNELS SEED "
+                        "[STREAMS [MIXED [CHURN [LOCALITY]]]]\n");
         return 2;
     }
     int threads = atoi(argv[1]), per = atoi(argv[2]), mib = atoi(argv[3]), kernels = atoi(argv[4]);
     unsigned seed = (unsigned)atoi(argv[5]);
-    CK(cuInit(0));
-    CUdevice dev;
-    CUcontext ctx;
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
-    CUmodule mod;
-    CUfunction vu, fill;
-    CK(cuModuleLoadData(&mod, image));
-    CK(cuModuleGetFunction(&vu, mod, "stress_vu"));
-    CK(cuModuleGetFunction(&fill, mod, "stress_fill"));
-    CK(cuMemHostAlloc((void **)&device_errors, sizeof *device_errors, 0));
-    atomic_store(device_errors, 0);
+    int streams = argc > 6 ? atoi(argv[6]) : 1;
+    bool mixed = argc > 7 && atoi(argv[7]) != 0;
+    int churn_every = argc > 8 ? atoi(argv[8]) : 0;
+    int locality = argc > 9 ? atoi(argv[9]) : 0;
+    if (threads < 1 || threads > MAX_THREADS || per < 1 || mib < 1 || kernels < 0 || streams < 1 ||
+        streams > MAX_STREAMS || churn_every < 0 || locality < 0 || locality > 100) {
+        fprintf(stderr, "stress: arguments out of range\n");
+        return 2;
+    }
+    CUcontext ctx = eng_primary(0);
+    struct eng_module m;
+    eng_load(&m, image);
+    CUfunction vu;
+    CK(cuModuleGetFunction(&vu, m.mod, "stress_vu"));
 
     int total = threads * per;
-    uint64_t bytes = (uint64_t)mib << 20, words = bytes / 8;
-    CUdeviceptr *bufs = calloc((size_t)total, sizeof *bufs);
-    uint64_t *ids = calloc((size_t)total, sizeof *ids), *versions = calloc((size_t)total, 8);
+    struct buffer *bufs = calloc((size_t)total, sizeof *bufs);
+    EXPECT(bufs != NULL, "out of memory");
     for (int b = 0; b < total; b++) {
-        CK(cuMemAlloc(&bufs[b], bytes));
-        ids[b] = (uint64_t)b + 1;
-        void *args[] = {&bufs[b], &ids[b], &words};
-        CK(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        struct buffer *x = &bufs[b];
+        x->bytes = size_of(b, (uint64_t)mib * MIB, mixed);
+        CK(cuMemAlloc(&x->ptr, x->bytes));
+        note_size(x->bytes);
+        x->id = atomic_fetch_add(&next_id, 1) + 1;
+        x->last_stream = -1;
+        CK(cuEventCreate(&x->last, CU_EVENT_DISABLE_TIMING));
+        CK(eng_launch(m.fill, NULL, x->ptr, x->id, 0, x->bytes));
     }
     CK(cuCtxSynchronize());
 
-    pthread_t tid[64];
-    struct worker w[64];
-    for (int t = 0; t < threads && t < 64; t++) {
-        w[t] = (struct worker){.index = t, .ctx = ctx, .vu = vu, .nbuf = per,
-                               .bufs = &bufs[t * per], .ids = &ids[t * per],
-                               .versions = &versions[t * per], .words = words, .kernels = kernels,
+    pthread_t tid[MAX_THREADS];
+    struct worker w[MAX_THREADS];
+    for (int t = 0; t < threads; t++) {
+        w[t] = (struct worker){.ctx = ctx,
+                               .vu = vu,
+                               .fill = m.fill,
+                               .nbuf = per,
+                               .bufs = &bufs[t * per],
+                               .kernels = kernels,
+                               .streams = streams,
+                               .churn = churn_every,
+                               .locality = locality,
                                .seed = seed * 7919u + (unsigned)t};
-        pthread_create(&tid[t], NULL, work, &w[t]);
+        EXPECT(pthread_create(&tid[t], NULL, work, &w[t]) == 0, "pthread_create");
     }
     int failed = 0;
-    for (int t = 0; t < threads && t < 64; t++) {
+    for (int t = 0; t < threads; t++) {
         pthread_join(tid[t], NULL);
         if (w[t].error != CUDA_SUCCESS) {
-            fprintf(stderr, "stress: thread %d: driver error %d\n", t, (int)w[t].error);
+            fprintf(stderr, "stress: thread %d: %s failed: %d\n", t, w[t].failed_call,
+                    (int)w[t].error);
             failed = 1;
         }
     }
     CK(cuCtxSynchronize());
 
     /* Every buffer, copied back, must hold its final version in every word. */
-    uint64_t *host = malloc(bytes), final_bad = 0;
+    uint64_t final_bad = 0;
     for (int b = 0; b < total; b++) {
-        CK(cuMemcpyDtoH(host, bufs[b], bytes));
-        for (uint64_t i = 0; i < words; i++) final_bad += host[i] != word(ids[b], versions[b], i);
-        CK(cuMemFree(bufs[b]));
+        final_bad += eng_host_check(bufs[b].ptr, bufs[b].id, bufs[b].version, bufs[b].bytes);
+        CK(cuMemFree(bufs[b].ptr));
+        CK(cuEventDestroy(bufs[b].last));
     }
-    uint64_t in_kernel = atomic_load(device_errors);
-    printf("stress: %d threads x %d kernels over %d buffers of %d MiB: %llu mismatches in kernels, "
-           "%llu at the end\n",
-           threads, kernels, total, mib, (unsigned long long)in_kernel,
-           (unsigned long long)final_bad);
-    free(host);
+    uint64_t in_kernel = atomic_load(&eng_errors);
+    printf("stress: %d threads x %d streams x %d kernels over %d buffers of %d MiB%s: %llu "
+           "mismatches in kernels, %llu at the end\n",
+           threads, streams, kernels, total, mib, mixed ? " (mixed sizes)" : "",
+           (unsigned long long)in_kernel, (unsigned long long)final_bad);
+    printf("sizes:");
+    for (size_t i = 0; i < nsizes; i++)
+        printf(" %llu", (unsigned long long)sizes[i]);
+    printf("\n");
+    free(bufs);
+    free(sizes);
     return failed || in_kernel != 0 || final_bad != 0 ? 1 : 0;
 }

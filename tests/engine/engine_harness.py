@@ -1,0 +1,533 @@
+#!/usr/bin/env python3
+"""Runs the residency engine's test programs under LD_PRELOAD=libhostoff.so against the full-data
+simulated driver and checks their output, the HOSTOFF_REPORT and the SIMCUDA_REPORT.
+
+Usage: engine_harness.py CLASS [unittest options]   (meson test --suite engine runs each class)
+
+Builds nothing. Every path comes from the environment meson sets (tests/engine/meson.build):
+  ENG_HOSTOFF_LIB        libhostoff.so          ENG_SIMCUDA_DIR   the directory of libcuda.so.1
+  ENG_PROG_<NAME>        each test program
+  ENG_SCALE              kernel counts are divided by it (sanitizer builds: fewer kernels)
+  ENG_SANITIZER          address or thread, in sanitizer builds; ENG_SANITIZER_RUNTIME is then
+                         that runtime, preloaded first (a sanitized libhostoff.so cannot be
+                         preloaded behind an unsanitized program otherwise). Under ThreadSanitizer
+                         the programs run with ASLR off (setarch -R): the runtime cannot map its
+                         shadow under some kernels' address layouts.
+Every program checks its own data bit-exactly (exit status 0 and "data: ok" or its summary line);
+this file checks what the reports say about how it got there.
+Exit status 77 (meson's "skipped") when every test of the class was skipped.
+"""
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+E = os.environ
+LIB = E.get("ENG_HOSTOFF_LIB", "")
+SIMDIR = E.get("ENG_SIMCUDA_DIR", "")
+SANITIZER = E.get("ENG_SANITIZER", "")
+SANITIZER_RT = E.get("ENG_SANITIZER_RUNTIME", "")
+SCALE = max(1, int(E.get("ENG_SCALE", "1") or 1))
+TIMEOUT = 300
+MIB = 1 << 20
+OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
+
+# Variables a test must not inherit from whoever runs it.
+SCRUB = re.compile(r"^(HOSTOFF_|SIMCUDA_|LD_PRELOAD$|RANK$|OMPI_COMM_WORLD_RANK$|SLURM_PROCID$)")
+
+
+def scaled(n, least=1):
+    """A kernel count for this build: n in plain builds, n / ENG_SCALE under sanitizers."""
+    return max(least, n // SCALE)
+
+
+def prog(name):
+    path = E.get("ENG_PROG_" + name.upper(), "")
+    if not path:
+        raise unittest.SkipTest(f"ENG_PROG_{name.upper()} is not set (run through meson test)")
+    return path
+
+
+def sanitizer_env():
+    """Options for the sanitizer runtime. Under ASan, leaks of what the simulator allocates (its
+    modules, events and queued operations that the programs do not release) are its own suite's
+    business; leaks in libhostoff.so and the test programs still fail the run. UBSan (built with
+    ASan here) stops at its first finding. Under TSan nothing is suppressed."""
+    if SANITIZER == "address":
+        fd, supp = tempfile.mkstemp(prefix="eng-lsan-", suffix=".supp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("leak:libcuda.so.1\n")
+        return {"LSAN_OPTIONS": "suppressions=" + supp,
+                "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}, supp
+    if SANITIZER == "thread":
+        return {"TSAN_OPTIONS": "halt_on_error=1:atexit_sleep_ms=0"}, None
+    return {}, None
+
+
+SAN_ENV, SAN_SUPP = sanitizer_env()
+
+
+def base_env(extra, preload):
+    env = {k: v for k, v in os.environ.items() if not SCRUB.match(k)}
+    for k, v in SAN_ENV.items():
+        env[k] = ":".join(x for x in (env.get(k), v) if x)
+    env["LD_LIBRARY_PATH"] = SIMDIR + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if preload:
+        env["LD_PRELOAD"] = " ".join(p for p in (SANITIZER_RT, LIB) if p)
+    env.update(extra or {})
+    return env
+
+
+def wrapper():
+    """setarch -R under ThreadSanitizer (see the module's docstring)."""
+    if SANITIZER == "thread" and shutil.which("setarch"):
+        return ["setarch", platform.machine(), "-R"]
+    return []
+
+
+class Run:
+    def __init__(self, cmd, proc, report, sim):
+        self.cmd = " ".join(cmd)
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+        self.report = report
+        self.sim = sim
+
+    def lines(self, prefix):
+        return [l for l in self.out.splitlines() if l.startswith(prefix)]
+
+    def line(self, prefix):
+        got = self.lines(prefix)
+        assert len(got) == 1, f"expected one {prefix!r} line from {self.cmd}, got {got}\n{self.out}"
+        return got[0]
+
+    def hostoff_lines(self):
+        return [l for l in self.err.splitlines() if l.startswith("hostoff:")]
+
+    def counts(self, key):
+        return self.report["counts"][key]
+
+    def bytes(self, key):
+        return self.report["bytes"][key]
+
+    def describe(self):
+        return (f"{self.cmd} exited {self.rc}\nstdout:\n{self.out}\nstderr:\n{self.err}\n"
+                f"hostoff report: {json.dumps(self.report and {k: self.report[k] for k in ('backend', 'counts', 'bytes', 'time_ns')})}\n"
+                f"simcuda report: {json.dumps(self.sim)}")
+
+
+def where(r):
+    """eng_budget where: {bytes: (before, after)}."""
+    return {int(l.split()[1]): (l.split()[2], l.split()[3]) for l in r.lines("where ")}
+
+
+def load_json(path):
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def run(name, args=(), env=None, preload=True):
+    """Runs a test program with both reports; returns a Run."""
+    with tempfile.TemporaryDirectory(prefix="eng-") as d:
+        extra = dict(env or {})
+        rep, sim = os.path.join(d, "hostoff.json"), os.path.join(d, "simcuda.json")
+        if preload:
+            extra["HOSTOFF_REPORT"] = rep
+        extra["SIMCUDA_REPORT"] = sim
+        cmd = [*wrapper(), prog(name), *[str(a) for a in args]]
+        proc = subprocess.run(cmd, env=base_env(extra, preload), capture_output=True, text=True,
+                              timeout=TIMEOUT)
+        return Run(cmd, proc, load_json(rep), load_json(sim))
+
+
+class Case(unittest.TestCase):
+    maxDiff = None
+
+    def ok(self, r, marker="data: ok"):
+        """Exit 0, its data line, and reports from both sides."""
+        self.assertEqual(r.rc, 0, r.describe())
+        if marker:
+            self.assertIn(marker, r.out, r.describe())
+        self.assertIsNotNone(r.sim, f"no SIMCUDA_REPORT from {r.cmd}")
+
+    def clean(self, r, marker="data: ok"):
+        """ok, and the device never touched unmapped memory nor unmapped memory under queued
+        work."""
+        self.ok(r, marker)
+        self.assertEqual(r.sim["illegal_accesses"], 0, r.describe())
+        self.assertEqual(r.sim["hazards"], 0, r.describe())
+        if r.report is not None:
+            self.assertEqual(r.report["mode"], "offload")
+
+    def moved(self, r):
+        """The engine really evicted and restored."""
+        self.assertIsNotNone(r.report, f"no HOSTOFF_REPORT from {r.cmd}")
+        self.assertGreater(r.counts("evictions"), 0, r.describe())
+        self.assertGreater(r.counts("restores"), 0, r.describe())
+        self.assertGreater(r.bytes("to_host"), 0, r.describe())
+        self.assertGreater(r.bytes("to_device"), 0, r.describe())
+
+    def quiet(self, r):
+        self.assertEqual(r.hostoff_lines(), [], f"unexpected hostoff lines from {r.cmd}")
+
+
+# ------------------------------------------------------------------------------------------ 1
+class IntegrityStress(Case):
+    """4 threads x 4 streams, thousands of verify-and-update kernels over buffers of mixed sizes
+    (2, 3, 4 and 0.5 MiB) totalling at least three times the budget, with stream-ordered frees
+    and reallocations (churn) and a drifting working set (locality), under each policy and
+    backend.
+
+    The device bound asserted: the simulator's peak_device_bytes (the largest device footprint)
+    never exceeds HOSTOFF_BUDGET plus the bytes of every allocation below HOSTOFF_MIN_BYTES the
+    program made (they pass through to the driver; the sum over all of them bounds those live at
+    once). The engine's host copies live in host-located handles, outside the device's footprint.
+    The library's own bytes.peak_device counts the same two things and has the same bound.
+    """
+
+    MIN_BYTES = 2 * MIB
+    THREADS, PER, UNIT_MIB, STREAMS, CHURN, LOCALITY = 4, 8, 2, 4, 50, 90
+
+    def stress(self, kernels, budget_mib, env=None, seed=1):
+        budget = budget_mib * MIB
+        env = dict({"HOSTOFF_BUDGET": f"{budget_mib}M", "HOSTOFF_MIN_BYTES": "2M"}, **(env or {}))
+        r = run("engine_stress", [self.THREADS, self.PER, self.UNIT_MIB, kernels, seed,
+                                  self.STREAMS, 1, self.CHURN, self.LOCALITY], env)
+        self.clean(r, marker="0 mismatches in kernels, 0 at the end")
+        self.quiet(r)
+        sizes = [int(x) for x in r.line("sizes:").split()[1:]]
+        initial = sizes[: self.THREADS * self.PER]
+        managed = sum(s for s in initial if s >= self.MIN_BYTES)
+        small = sum(s for s in sizes if s < self.MIN_BYTES)
+        self.assertGreater(small, 0, "the mix must include pass-through buffers")
+        self.assertGreaterEqual(managed, 3 * budget, "buffers must total 3x the budget")
+        self.assertGreaterEqual(r.counts("launches"), self.THREADS * kernels)
+        self.assertEqual(r.counts("allocs"), len(sizes))
+        self.assertEqual(r.counts("frees"), len(sizes))
+        self.moved(r)
+        self.assertLessEqual(r.sim["peak_device_bytes"], budget + small, r.describe())
+        self.assertLessEqual(r.bytes("peak_device"), budget + small, r.describe())
+        return r
+
+    def test_vmm_lru(self):
+        """lru under a 24 MiB budget: the configuration that caught make_room evicting by a
+        buffer id not yet assigned (a buffer whose allocation was still registering), which
+        evicted host-resident buffers twice and let the device footprint run to 2.5x the
+        budget."""
+        r = self.stress(scaled(1000, 40), 24, {"HOSTOFF_POLICY": "lru"})
+        self.assertEqual(r.report["backend"], "vmm")
+
+    def test_vmm_lookahead(self):
+        r = self.stress(scaled(500, 40), 16, {"HOSTOFF_POLICY": "lookahead"}, seed=7)
+        self.assertEqual(r.report["backend"], "vmm")
+
+    def test_uvm(self):
+        r = self.stress(scaled(500, 40), 16, {"HOSTOFF_BACKEND": "uvm"}, seed=3)
+        self.assertEqual(r.report["backend"], "uvm")
+
+
+# ------------------------------------------------------------------------------------------ 2
+class CaptureGraphs(Case):
+    """A graph captured over evicted buffers, launched between phases of work that evicts them."""
+
+    def test_capture_over_evicted(self):
+        r = run("eng_graph", env={"HOSTOFF_BUDGET": "16M"})
+        self.clean(r)
+        self.quiet(r)
+        # The captured buffers were host-located when the capture began.
+        self.assertEqual(r.line("where:"), "where: G0 H G1 H C H")
+        self.assertEqual(r.line("graph launches"), "graph launches 8")
+        self.assertEqual(r.counts("captures"), 2)
+        self.assertEqual(r.counts("graph_launches"), 8)
+        self.moved(r)
+        # Exactly one kernel read host memory: the launch made outside the capture while it was
+        # open (nothing may be restored then). Graph launches find their buffers resident.
+        self.assertEqual(r.sim["remote_accesses"], 1, r.describe())
+        # The budget, plus the one 4 MiB buffer allocated while a capture was open (nothing is
+        # evicted to make room for it then).
+        self.assertLessEqual(r.sim["peak_device_bytes"], 16 * MIB + 4 * MIB, r.describe())
+
+    def test_same_without_library(self):
+        r = run("eng_graph", preload=False)
+        self.clean(r)
+        self.assertEqual(r.line("where:"), "where: G0 L G1 L C L")
+
+
+# ------------------------------------------------------------------------------------------ 3
+class StreamOrderedFrees(Case):
+    """cuMemFreeAsync ordered by an event after work on another stream, cuMemFree right after
+    asynchronous launches, frees during moves: no hazard, and freed memory is reused."""
+
+    def frees(self, env):
+        cycles = scaled(200, 24)
+        r = run("eng_free", [cycles], env)
+        self.clean(r)
+        self.quiet(r)
+        m = re.fullmatch(r"distinct addresses (\d+) of (\d+) allocations",
+                         r.line("distinct addresses"))
+        self.assertIsNotNone(m, r.out)
+        distinct, allocs = int(m[1]), int(m[2])
+        self.assertEqual(allocs, 5 + cycles + cycles // 4 + 6 + 5)  # phases 0, 1, 2, 3, 4
+        self.assertEqual(r.counts("allocs"), allocs)
+        self.assertEqual(r.counts("frees"), allocs)
+        return r, distinct
+
+    def test_budget(self):
+        r, distinct = self.frees({"HOSTOFF_BUDGET": "16M"})
+        self.assertLessEqual(r.sim["peak_device_bytes"], 16 * MIB, r.describe())
+        # Address ranges come back: a handful serve every cycle (without the library the
+        # simulator hands out about one new range per cycle).
+        self.assertLessEqual(distinct, 16, r.describe())
+        self.assertGreater(r.counts("evictions"), 0)  # phase 3 is over the budget
+        # Host memory held: at most what was offloaded at once (never more than the phase 3
+        # buffers) within 1.05x, plus one 2 MiB granule per buffer.
+        self.assertLessEqual(r.bytes("peak_host"), int(1.05 * 24 * MIB) + 6 * 2 * MIB)
+
+    def test_device_memory_bounded(self):
+        """No budget, a 64 MiB device: the frees still pending when memory runs out are finished
+        to make room, never turned into an out-of-memory error. (Without the library the driver
+        does not wait for them: this program fails there with CUDA_ERROR_OUT_OF_MEMORY.)"""
+        r, _ = self.frees({"SIMCUDA_DEVICE_MEM": "64M"})
+        self.assertLessEqual(r.sim["peak_device_bytes"], 64 * MIB)
+
+    def test_same_without_library(self):
+        r = run("eng_free", [scaled(200, 24)], preload=False)
+        self.clean(r)
+
+
+# ------------------------------------------------------------------------------------------ 4
+class SeveralDevices(Case):
+    """Two devices, each with three times the budget in managed buffers, worked at once."""
+
+    def test_two_devices(self):
+        per, kernels = 12, scaled(300, 30)
+        r = run("eng_devices", [per, kernels], {"SIMCUDA_DEVICES": "2", "HOSTOFF_BUDGET": "16M"})
+        self.clean(r)
+        self.quiet(r)
+        self.moved(r)
+        # The budget holds on each device: the simulator's peak is the largest of any device.
+        self.assertLessEqual(r.sim["peak_device_bytes"], 16 * MIB, r.describe())
+        # ... and it is per device: both devices held managed bytes at once.
+        self.assertGreater(r.bytes("peak_device"), 16 * MIB, r.describe())
+        self.assertLessEqual(r.bytes("peak_device"), 2 * 16 * MIB, r.describe())
+        for d in (0, 1):
+            words = r.line(f"meminfo {d} ").split()
+            self.assertEqual(int(words[5]), 16 * MIB, f"device {d}: {words}")
+            self.assertLessEqual(int(words[3]), 16 * MIB)
+        devs = [b["device"] for b in r.report["buffers"] if b["kind"] == "device"]
+        self.assertEqual(sorted(devs), [0] * per + [1] * per)
+
+
+# ------------------------------------------------------------------------------------------ 5
+class FaultInjection(Case):
+    """A failure injected into any copy, create, map, set-access or unmap call the engine makes:
+    data stays exact, no hazard, no illegal access, and the program sees no error.
+
+    The program (eng_faults.c) makes no asynchronous copy and no VMM call of its own, so those
+    groups' calls are all the engine's; the groups it does use (cuLaunchKernel, cuMemcpy) must
+    fail it exactly as they do without the library."""
+
+    GROUPS = ["cuMemcpyAsync", "cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap"]
+    NTH = [1, 2, 5, 10, 20, 50]
+    # CUDA_ERROR_OUT_OF_MEMORY (the default) and CUDA_ERROR_UNKNOWN; sanitizer builds (ENG_SCALE
+    # above 1) try the default code only, to keep the suite's time.
+    CODES = ["", ":999"] if SCALE == 1 else [""]
+
+    def kernels(self):
+        return scaled(150, 40)
+
+    def test_baseline_reaches_every_index(self):
+        r = run("eng_faults", [self.kernels()], {"HOSTOFF_BUDGET": "16M"})
+        self.clean(r)
+        self.quiet(r)
+        self.moved(r)
+        # Every move is at least one copy and one unmap, map and set-access; every allocation a
+        # create: more than the largest index injected.
+        self.assertGreater(r.counts("evictions") + r.counts("restores"), max(self.NTH))
+
+    def test_engine_groups(self):
+        for group in self.GROUPS:
+            for nth in self.NTH:
+                for code in self.CODES:
+                    spec = f"{group}:{nth}{code}"
+                    with self.subTest(SIMCUDA_FAIL=spec):
+                        r = run("eng_faults", [self.kernels()],
+                                {"HOSTOFF_BUDGET": "16M", "SIMCUDA_FAIL": spec})
+                        self.clean(r)
+
+    def test_application_groups_fail_alike(self):
+        for spec in ("cuLaunchKernel:30", "cuMemcpy:3"):
+            with self.subTest(SIMCUDA_FAIL=spec):
+                a = run("eng_faults", [self.kernels()], {"SIMCUDA_FAIL": spec}, preload=False)
+                b = run("eng_faults", [self.kernels()],
+                        {"SIMCUDA_FAIL": spec, "HOSTOFF_BUDGET": "16M"})
+                self.assertEqual(a.rc, 1, a.describe())
+                self.assertEqual(b.rc, a.rc, b.describe())
+                fail = lambda r: [l for l in r.err.splitlines() if "failed: CUresult" in l]
+                self.assertEqual(fail(a), fail(b))
+                self.assertEqual(b.sim["hazards"], 0)
+                self.assertEqual(b.sim["illegal_accesses"], 0)
+
+
+# ------------------------------------------------------------------------------------------ 6
+class BudgetPressure(Case):
+    def test_oversized_allocation(self):
+        r = run("eng_budget", ["oversize"], {"HOSTOFF_BUDGET": "16M"})
+        self.clean(r)
+        self.assertEqual(r.line("oversize alloc"), f"oversize alloc {OOM}")
+        self.assertEqual(r.line("oversize async"), f"oversize async {OOM}")
+        self.assertEqual(r.line("budget-sized alloc"), "budget-sized alloc 0")
+        self.assertLessEqual(r.sim["peak_device_bytes"], 16 * MIB)
+
+    def test_driver_oom_evicts_and_retries(self):
+        """No budget, a 64 MiB device, three times that in 8 MiB buffers."""
+        env = {"SIMCUDA_DEVICE_MEM": "64M"}
+        a = run("eng_budget", ["fill", 8, 24], env, preload=False)
+        self.clean(a)
+        k = int(a.line("allocated").split()[1])
+        self.assertLess(k, 24)
+        self.assertEqual(a.line("allocated"), f"allocated {k} of 24 first error {OOM}")
+        r = run("eng_budget", ["fill", 8, 24], env)
+        self.clean(r)
+        self.quiet(r)
+        self.assertEqual(r.line("allocated"), "allocated 24 of 24 first error 0")
+        self.moved(r)
+        self.assertLessEqual(r.sim["peak_device_bytes"], 64 * MIB)
+
+    def test_host_limit_device_full(self):
+        """HOSTOFF_HOST_LIMIT=8M on a 32 MiB device: two 4 MiB buffers go out, then the
+        allocations fail as they do without the library, with the same error."""
+        env = {"SIMCUDA_DEVICE_MEM": "32M"}
+        a = run("eng_budget", ["fill", 4, 32], env, preload=False)
+        self.clean(a)
+        k = int(a.line("allocated").split()[1])
+        self.assertEqual(a.line("allocated"), f"allocated {k} of 32 first error {OOM}")
+        r = run("eng_budget", ["fill", 4, 32], dict(env, HOSTOFF_HOST_LIMIT="8M"))
+        self.clean(r)
+        self.assertEqual(r.line("allocated"), f"allocated {k + 2} of 32 first error {OOM}")
+        self.assertEqual(r.counts("evictions"), 2, r.describe())
+        self.assertLessEqual(r.bytes("peak_host"), 8 * MIB)
+
+    def test_host_limit_under_budget(self):
+        """HOSTOFF_HOST_LIMIT=8M under HOSTOFF_BUDGET=16M: once two buffers are out, allocations
+        succeed past the budget, as they would without the library."""
+        r = run("eng_budget", ["fill", 4, 10], {"HOSTOFF_BUDGET": "16M", "HOSTOFF_HOST_LIMIT": "8M"})
+        self.clean(r)
+        self.assertEqual(r.line("allocated"), "allocated 10 of 10 first error 0")
+        self.assertEqual(r.counts("evictions"), 2, r.describe())
+        self.assertLessEqual(r.bytes("peak_host"), 8 * MIB)
+        self.assertEqual(r.sim["peak_device_bytes"], 10 * 4 * MIB - 8 * MIB)
+
+    def meminfo(self, r):
+        out = {}
+        for l in r.lines("meminfo "):
+            w = l.split()
+            out[w[1]] = (int(w[3]), int(w[5]))
+        return out
+
+    def test_meminfo(self):
+        """With a budget the device looks as large as the budget and as free as its unused part
+        (free = budget - resident managed bytes; pass-through allocations are the driver's and
+        do not count against it)."""
+        r = run("eng_budget", ["meminfo"], {"HOSTOFF_BUDGET": "16M"})
+        self.clean(r)
+        got = self.meminfo(r)
+        want = {"start": 16, "one": 12, "four": 0, "five": 0, "small": 0, "freed": 8}
+        for step, free in want.items():
+            self.assertEqual(got[step], (free * MIB, 16 * MIB), f"step {step}: {got}")
+
+    def test_meminfo_percent(self):
+        r = run("eng_budget", ["meminfo"], {"HOSTOFF_BUDGET": "50%", "SIMCUDA_DEVICE_MEM": "64M"})
+        self.clean(r)
+        got = self.meminfo(r)
+        self.assertEqual(got["one"], (28 * MIB, 32 * MIB), got)
+
+    def test_min_bytes(self):
+        """Below HOSTOFF_MIN_BYTES (4M by default) allocations are the driver's and never move."""
+        r = run("eng_budget", ["where"], {"HOSTOFF_BUDGET": "16M"})
+        self.clean(r)
+        self.moved(r)
+        w = where(r)
+        self.assertEqual(w[MIB], ("L", "L"))
+        self.assertEqual(w[4 * MIB - 4096], ("L", "L"))
+        self.assertEqual(w[4 * MIB][0], "D")
+        self.assertEqual(w[6 * MIB][0], "D")
+        self.assertIn("H", w[4 * MIB][1] + w[6 * MIB][1], "pressure moved nothing")
+        # Only the engine's buffers move: whole 2 MiB granules.
+        self.assertEqual(r.bytes("to_host") % (2 * MIB), 0)
+
+    def test_min_bytes_set(self):
+        r = run("eng_budget", ["where"], {"HOSTOFF_BUDGET": "16M", "HOSTOFF_MIN_BYTES": "1M"})
+        self.clean(r)
+        w = where(r)
+        self.assertEqual(w[MIB][0], "D")
+        self.assertEqual(w[4 * MIB - 4096][0], "D")
+
+
+# ------------------------------------------------------------------------------------------ 7
+class MalformedOptions(Case):
+    """A malformed value: one "hostoff:" line naming the variable; the job runs on the default."""
+
+    def one_line(self, r, var):
+        lines = r.hostoff_lines()
+        self.assertEqual(len(lines), 1, f"expected one hostoff: line, got {lines}")
+        self.assertIn(var, lines[0])
+
+    def test_budget(self):
+        for val in ("lots", "16Q", "-1G", "0", "150%", ""):
+            with self.subTest(HOSTOFF_BUDGET=val):
+                r = run("eng_budget", ["meminfo"], {"HOSTOFF_BUDGET": val,
+                                                    "SIMCUDA_DEVICE_MEM": "1G"})
+                self.clean(r)
+                self.one_line(r, "HOSTOFF_BUDGET")
+                # The default: no budget, the device's own figures.
+                start = [l for l in r.lines("meminfo start")][0].split()
+                self.assertEqual(int(start[5]), 1 << 30)
+                self.assertEqual(r.counts("evictions"), 0)
+
+    def test_min_bytes(self):
+        for val in ("4X", "-3", "big", ""):
+            with self.subTest(HOSTOFF_MIN_BYTES=val):
+                r = run("eng_budget", ["where"], {"HOSTOFF_BUDGET": "16M",
+                                                  "HOSTOFF_MIN_BYTES": val})
+                self.clean(r)
+                self.one_line(r, "HOSTOFF_MIN_BYTES")
+                w = where(r)
+                self.assertEqual(w[4 * MIB - 4096], ("L", "L"))  # the default, 4M
+                self.assertEqual(w[4 * MIB][0], "D")
+
+    def test_backend(self):
+        for val in ("gpu", "VMM", "uvm,vmm"):
+            with self.subTest(HOSTOFF_BACKEND=val):
+                r = run("eng_faults", [scaled(150, 40)], {"HOSTOFF_BUDGET": "16M",
+                                                          "HOSTOFF_BACKEND": val})
+                self.clean(r)
+                self.one_line(r, "HOSTOFF_BACKEND")
+                self.assertEqual(r.report["backend"], "vmm")  # auto, on a driver with host VMM
+                self.moved(r)
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    suite = unittest.defaultTestLoader.loadTestsFromName(sys.argv[1], sys.modules[__name__])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    if SAN_SUPP:
+        os.unlink(SAN_SUPP)
+    if result.wasSuccessful() and result.testsRun > 0 and len(result.skipped) == result.testsRun:
+        return 77
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
