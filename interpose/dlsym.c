@@ -14,7 +14,8 @@
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
-/* Read by dlsym_entry.S: the real dlsym to jump to. Hidden so the entry can reach it PC-relative. */
+/* Read by dlsym_entry.S: the real dlsym to jump to. Hidden so the entry can reach it PC-relative.
+ */
 __attribute__((visibility("hidden"))) dlsym_fn ho_real_dlsym;
 
 static _Thread_local bool in_route;

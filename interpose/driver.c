@@ -18,7 +18,13 @@ struct ho_real ho_real;
 _Atomic unsigned char ho_hook_routed[HO_NHOOKS];
 
 #define HO_HOOK(exp, base, ver, pt, family)                                                        \
-    {#exp, #base, ver, sizeof(#pt) > 1, HO_FAM_##family, (void *)(uintptr_t)&exp, offsetof(struct ho_real, exp)},
+    {#exp,                                                                                         \
+     #base,                                                                                        \
+     ver,                                                                                          \
+     sizeof(#pt) > 1,                                                                              \
+     HO_FAM_##family,                                                                              \
+     (void *)(uintptr_t)&exp,                                                                      \
+     offsetof(struct ho_real, exp)},
 const struct ho_hook_info ho_hooks[HO_NHOOKS] = {
 #include "hooks.def"
 };
@@ -49,7 +55,8 @@ static size_t slot_of(const void *p) {
 static void map_put(const void *real, int id) {
     if (real == NULL) return;
     size_t s = slot_of(real);
-    while (map[s].real != NULL && map[s].real != real) s = (s + 1) & (MAP_SLOTS - 1);
+    while (map[s].real != NULL && map[s].real != real)
+        s = (s + 1) & (MAP_SLOTS - 1);
     map[s].real = real;
     map[s].id = id;
 }
@@ -95,8 +102,9 @@ bool ho_driver_load(const char *path) {
     if (ho_real.cuGetProcAddress_v2 != NULL) {
         for (int i = 0; i < HO_NHOOKS; i++) {
             void *fn = NULL;
-            cuuint64_t flags = ho_hooks[i].per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-                                                      : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+            cuuint64_t flags = ho_hooks[i].per_thread
+                                   ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                   : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
             if (ho_real.cuGetProcAddress_v2(ho_hooks[i].base, &fn, ho_hooks[i].version, flags,
                                             NULL) == CUDA_SUCCESS &&
                 fn != ho_hooks[i].hook)

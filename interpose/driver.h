@@ -22,7 +22,7 @@ enum ho_hook_id {
 /* The real entry points, typed by the real headers' PFN typedefs. */
 struct ho_real {
 #define HO_HOOK(exp, base, ver, pt, family) PFN_##base##_v##ver##pt exp;
-#define HO_DRIVER(exp, base, ver, pt) PFN_##base##_v##ver##pt exp;
+#define HO_DRIVER(exp, base, ver, pt)       PFN_##base##_v##ver##pt exp;
 #include "hooks.def"
 #include "aux.def"
 #undef HO_HOOK
@@ -32,21 +32,32 @@ struct ho_real {
 extern struct ho_real ho_real;
 
 /* Every hook, declared with its real type: the definitions in hooks_*.c must match. */
-#define HO_HOOK(exp, base, ver, pt, family) HO_EXPORT extern __typeof__(*(PFN_##base##_v##ver##pt)0) exp;
+#define HO_HOOK(exp, base, ver, pt, family)                                                        \
+    HO_EXPORT extern __typeof__(*(PFN_##base##_v##ver##pt)0) exp;
 #include "hooks.def"
 #undef HO_HOOK
 
-enum ho_family { HO_FAM_ALLOC, HO_FAM_VMM, HO_FAM_LAUNCH, HO_FAM_GRAPH, HO_FAM_COPY, HO_FAM_MEMSET,
-                 HO_FAM_SYNC, HO_FAM_CAPTURE, HO_FAM_CONTEXT, HO_FAM_PROC };
+enum ho_family {
+    HO_FAM_ALLOC,
+    HO_FAM_VMM,
+    HO_FAM_LAUNCH,
+    HO_FAM_GRAPH,
+    HO_FAM_COPY,
+    HO_FAM_MEMSET,
+    HO_FAM_SYNC,
+    HO_FAM_CAPTURE,
+    HO_FAM_CONTEXT,
+    HO_FAM_PROC
+};
 
 struct ho_hook_info {
-    const char *name;        /* exported name */
-    const char *base;        /* cuGetProcAddress name */
+    const char *name; /* exported name */
+    const char *base; /* cuGetProcAddress name */
     int version;
     bool per_thread;
     enum ho_family family;
-    void *hook;              /* the library's function */
-    size_t real_offset;      /* where its real pointer lives in struct ho_real */
+    void *hook;         /* the library's function */
+    size_t real_offset; /* where its real pointer lives in struct ho_real */
 };
 
 extern const struct ho_hook_info ho_hooks[HO_NHOOKS];

@@ -29,7 +29,8 @@ static inline bool ho_tracking(void) {
 }
 
 /* Calls the real entry point; a driver without it answers as for any unsupported call. */
-#define HO_REAL(exp, ...) (ho_real.exp != NULL ? ho_real.exp(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
+#define HO_REAL(exp, ...)                                                                          \
+    (ho_real.exp != NULL ? ho_real.exp(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
 
 /* The prologue: initialise, or fail as a process without a usable driver would. */
 #define HO_ENTER(exp)                                                                              \

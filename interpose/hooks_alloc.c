@@ -1,8 +1,7 @@
 /* Allocation hooks: every allocation and free is tracked after the driver accepts it. */
 #include "hook.h"
 
-#define DEVICE_KINDS                                                                               \
-    ((1u << HO_BUF_DEVICE) | (1u << HO_BUF_ASYNC) | (1u << HO_BUF_MANAGED))
+#define DEVICE_KINDS ((1u << HO_BUF_DEVICE) | (1u << HO_BUF_ASYNC) | (1u << HO_BUF_MANAGED))
 
 /* Offload mode: the engine takes allocations it can manage; CUDA_ERROR_NOT_SUPPORTED from it
  * means "not for me" and the driver allocates. The trace (tt, from ho_trace_begin) records
@@ -19,7 +18,7 @@
 /* A driver allocation that ran out of memory is retried after the engine made room. */
 #define RETRY_ON_OOM(rc, bytes, CALL)                                                              \
     while ((rc) == CUDA_ERROR_OUT_OF_MEMORY && ho_offloading() && ho_engine_reclaim(bytes))        \
-        (rc) = (CALL)
+    (rc) = (CALL)
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     HO_ENTER(cuMemAlloc_v2);
@@ -164,8 +163,7 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags) {
 
 CUresult cuMemHostUnregister(void *p) {
     HO_ENTER(cuMemHostUnregister);
-    if (p != NULL && ho_tracking())
-        ho_track_free((uint64_t)(uintptr_t)p, 1u << HO_BUF_REGISTERED);
+    if (p != NULL && ho_tracking()) ho_track_free((uint64_t)(uintptr_t)p, 1u << HO_BUF_REGISTERED);
     return HO_REAL(cuMemHostUnregister, p);
 }
 

@@ -67,24 +67,26 @@ static void access_begin(uint64_t a, uint64_t b, CUstream s, bool pt, struct ho_
 
 COPY_HOOK(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, false)
 COPY_HOOK(cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, true)
-COPY_HOOK(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st), d,
-          s, st, false)
-COPY_HOOK(cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st),
-          (d, s, n, st), d, s, st, true)
+COPY_HOOK(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st), d, s,
+          st, false)
+COPY_HOOK(cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st),
+          d, s, st, true)
 COPY_HOOK(cuMemcpyHtoD_v2, (CUdeviceptr d, const void *s, size_t n), (d, s, n), d, s, NULL, false)
-COPY_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *s, size_t n), (d, s, n), d, s, NULL, true)
+COPY_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *s, size_t n), (d, s, n), d, s, NULL,
+          true)
 COPY_HOOK(cuMemcpyDtoH_v2, (void *d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, false)
 COPY_HOOK(cuMemcpyDtoH_v2_ptds, (void *d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, true)
 COPY_HOOK(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, false)
-COPY_HOOK(cuMemcpyDtoD_v2_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, true)
+COPY_HOOK(cuMemcpyDtoD_v2_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL,
+          true)
 COPY_HOOK(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, CUstream st),
           (d, s, n, st), d, s, st, false)
 COPY_HOOK(cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr d, const void *s, size_t n, CUstream st),
           (d, s, n, st), d, s, st, true)
-COPY_HOOK(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st),
-          d, s, st, false)
-COPY_HOOK(cuMemcpyDtoHAsync_v2_ptsz, (void *d, CUdeviceptr s, size_t n, CUstream st),
-          (d, s, n, st), d, s, st, true)
+COPY_HOOK(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st), d,
+          s, st, false)
+COPY_HOOK(cuMemcpyDtoHAsync_v2_ptsz, (void *d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st),
+          d, s, st, true)
 COPY_HOOK(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st),
           (d, s, n, st), d, s, st, false)
 COPY_HOOK(cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st),
@@ -114,14 +116,16 @@ COPY_HOOK(cuMemcpy2D_v2, (const CUDA_MEMCPY2D *p), (p), DST2(p), SRC2(p), NULL, 
 COPY_HOOK(cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D *p), (p), DST2(p), SRC2(p), NULL, true)
 COPY_HOOK(cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *p), (p), DST2(p), SRC2(p), NULL, false)
 COPY_HOOK(cuMemcpy2DUnaligned_v2_ptds, (const CUDA_MEMCPY2D *p), (p), DST2(p), SRC2(p), NULL, true)
-COPY_HOOK(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *p, CUstream st), (p, st), DST2(p), SRC2(p), st, false)
-COPY_HOOK(cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *p, CUstream st), (p, st), DST2(p),
-          SRC2(p), st, true)
+COPY_HOOK(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *p, CUstream st), (p, st), DST2(p), SRC2(p), st,
+          false)
+COPY_HOOK(cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *p, CUstream st), (p, st), DST2(p), SRC2(p),
+          st, true)
 COPY_HOOK(cuMemcpy3D_v2, (const CUDA_MEMCPY3D *p), (p), DST2(p), SRC2(p), NULL, false)
 COPY_HOOK(cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D *p), (p), DST2(p), SRC2(p), NULL, true)
-COPY_HOOK(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *p, CUstream st), (p, st), DST2(p), SRC2(p), st, false)
-COPY_HOOK(cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *p, CUstream st), (p, st), DST2(p),
-          SRC2(p), st, true)
+COPY_HOOK(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *p, CUstream st), (p, st), DST2(p), SRC2(p), st,
+          false)
+COPY_HOOK(cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *p, CUstream st), (p, st), DST2(p), SRC2(p),
+          st, true)
 
 MEMSET_HOOK(cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n), NULL, false)
 MEMSET_HOOK(cuMemsetD8_v2_ptds, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n), NULL, true)
@@ -132,10 +136,9 @@ MEMSET_HOOK(cuMemsetD32_v2_ptds, (CUdeviceptr d, unsigned int v, size_t n), (d, 
 MEMSET_HOOK(cuMemsetD2D8_v2, (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h),
             (d, pitch, v, w, h), NULL, false)
 MEMSET_HOOK(cuMemsetD2D8_v2_ptds,
-            (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h),
-            (d, pitch, v, w, h), NULL, true)
-MEMSET_HOOK(cuMemsetD2D16_v2,
-            (CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h),
+            (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h), (d, pitch, v, w, h),
+            NULL, true)
+MEMSET_HOOK(cuMemsetD2D16_v2, (CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h),
             (d, pitch, v, w, h), NULL, false)
 MEMSET_HOOK(cuMemsetD2D16_v2_ptds,
             (CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h),
@@ -143,18 +146,18 @@ MEMSET_HOOK(cuMemsetD2D16_v2_ptds,
 MEMSET_HOOK(cuMemsetD2D32_v2, (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h),
             (d, pitch, v, w, h), NULL, false)
 MEMSET_HOOK(cuMemsetD2D32_v2_ptds,
-            (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h),
-            (d, pitch, v, w, h), NULL, true)
-MEMSET_HOOK(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream st),
-            (d, v, n, st), st, false)
+            (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h), (d, pitch, v, w, h),
+            NULL, true)
+MEMSET_HOOK(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st),
+            st, false)
 MEMSET_HOOK(cuMemsetD8Async_ptsz, (CUdeviceptr d, unsigned char v, size_t n, CUstream st),
             (d, v, n, st), st, true)
 MEMSET_HOOK(cuMemsetD16Async, (CUdeviceptr d, unsigned short v, size_t n, CUstream st),
             (d, v, n, st), st, false)
 MEMSET_HOOK(cuMemsetD16Async_ptsz, (CUdeviceptr d, unsigned short v, size_t n, CUstream st),
             (d, v, n, st), st, true)
-MEMSET_HOOK(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream st),
-            (d, v, n, st), st, false)
+MEMSET_HOOK(cuMemsetD32Async, (CUdeviceptr d, unsigned int v, size_t n, CUstream st), (d, v, n, st),
+            st, false)
 MEMSET_HOOK(cuMemsetD32Async_ptsz, (CUdeviceptr d, unsigned int v, size_t n, CUstream st),
             (d, v, n, st), st, true)
 MEMSET_HOOK(cuMemsetD2D8Async,

@@ -29,9 +29,9 @@ static void maybe_count(_Atomic uint64_t *counter) {
         return rc;                                                                                 \
     }
 
-#define SYNCS (&ho_stats.counts_syncs)
+#define SYNCS    (&ho_stats.counts_syncs)
 #define CAPTURES (&ho_stats.counts_captures)
-#define NONE ((_Atomic uint64_t *)NULL)
+#define NONE     ((_Atomic uint64_t *)NULL)
 
 TRACED_HOOK(cuStreamSynchronize, (CUstream s), (s), SYNCS, ho_trace_sync(tt_, s, false, false))
 TRACED_HOOK(cuStreamSynchronize_ptsz, (CUstream s), (s), SYNCS, ho_trace_sync(tt_, s, true, false))

@@ -53,7 +53,8 @@ static void after_fork_child(void) {
     ho_stats_reset();
     ho_track_reset();
     ho_engine_fork_child();
-    for (int i = 0; i < HO_NHOOKS; i++) atomic_store(&ho_hook_routed[i], 0);
+    for (int i = 0; i < HO_NHOOKS; i++)
+        atomic_store(&ho_hook_routed[i], 0);
 }
 
 static void init_once(void) {

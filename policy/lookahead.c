@@ -4,15 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HIST_BITS 17                 /* launches remembered: periods up to 128 Ki launches */
-#define HIST (1u << HIST_BITS)
-#define CTX 8                        /* launches of context that identify a point in the step */
-#define CTX_BITS 18
-#define MARGIN 2                     /* launches of slack on top of a round trip */
-#define ROLE_BIT (1ull << 63)        /* keys of buffers named by their role within the step */
-#define MISMATCH_LIMIT 4             /* launches off the pattern before the period is dropped */
-#define MIN_PERIOD 8                 /* shorter repeats are loops inside a step, not steps */
-#define TRUST 0.9                    /* share of uses two steps must share to be trusted */
+#define HIST_BITS      17 /* launches remembered: periods up to 128 Ki launches */
+#define HIST           (1u << HIST_BITS)
+#define CTX            8 /* launches of context that identify a point in the step */
+#define CTX_BITS       18
+#define MARGIN         2            /* launches of slack on top of a round trip */
+#define ROLE_BIT       (1ull << 63) /* keys of buffers named by their role within the step */
+#define MISMATCH_LIMIT 4            /* launches off the pattern before the period is dropped */
+#define MIN_PERIOD     8            /* shorter repeats are loops inside a step, not steps */
+#define TRUST          0.9          /* share of uses two steps must share to be trusted */
 
 /* A small open-addressing map from 64-bit keys (never 0) to 64-bit values. */
 struct map {
@@ -43,7 +43,8 @@ static void map_free(struct map *m) {
 
 static size_t map_slot(const struct map *m, uint64_t k) {
     size_t s = (size_t)mix(k) & (m->cap - 1);
-    while (m->keys[s] != 0 && m->keys[s] != k) s = (s + 1) & (m->cap - 1);
+    while (m->keys[s] != 0 && m->keys[s] != k)
+        s = (s + 1) & (m->cap - 1);
     return s;
 }
 
@@ -92,36 +93,36 @@ struct use {
 
 /* What the last complete step looked like. */
 struct pattern {
-    struct use *uses;        /* sorted by key, then position */
+    struct use *uses; /* sorted by key, then position */
     size_t n;
-    struct map first;        /* key -> index of its first use in `uses` */
-    uint32_t *sched_start;   /* prefetch schedule: keys to restore at each position (CSR) */
+    struct map first;      /* key -> index of its first use in `uses` */
+    uint32_t *sched_start; /* prefetch schedule: keys to restore at each position (CSR) */
     uint64_t *sched;
-    struct map evict_at;     /* (key, position) -> 1: evict after this use (planned gaps) */
+    struct map evict_at; /* (key, position) -> 1: evict after this use (planned gaps) */
     bool valid;
-    bool trusted;            /* the step before looked the same: predictions are worth acting on */
+    bool trusted; /* the step before looked the same: predictions are worth acting on */
 };
 
 struct ho_lookahead {
     unsigned lead0;
-    uint64_t launches;                 /* launches seen */
-    uint64_t hist[HIST];               /* function of each recent launch */
-    uint64_t *ctx_last;                /* context hash -> launch index + 1 */
-    uint64_t candidate, confirmed;     /* period detection */
-    uint64_t period, anchor, steps;    /* anchor: launch index where a step began */
+    uint64_t launches;              /* launches seen */
+    uint64_t hist[HIST];            /* function of each recent launch */
+    uint64_t *ctx_last;             /* context hash -> launch index + 1 */
+    uint64_t candidate, confirmed;  /* period detection */
+    uint64_t period, anchor, steps; /* anchor: launch index where a step began */
     uint64_t mismatches;
     bool marker_mode;
-    uint64_t last_marker;              /* launch index of the last marker + 1 */
-    uint64_t step_allocs;              /* allocations in the step `alloc_step` so far */
-    uint64_t alloc_step;               /* the step (window) those allocations belong to */
-    uint64_t first_alloc;              /* launches into this step before its first allocation */
-    bool aligned;                      /* steps begin where the loop allocates (or at markers) */
-    struct map key_of;                 /* buffer id -> key */
-    struct map id_of;                  /* key -> live buffer id */
-    struct map lead;                   /* key -> lead in launches */
-    struct map bytes_of;               /* buffer id -> bytes */
-    uint64_t budget;                   /* device bytes buffers may keep (UINT64_MAX: none) */
-    struct use *rec;                   /* this step's uses, as they happen */
+    uint64_t last_marker; /* launch index of the last marker + 1 */
+    uint64_t step_allocs; /* allocations in the step `alloc_step` so far */
+    uint64_t alloc_step;  /* the step (window) those allocations belong to */
+    uint64_t first_alloc; /* launches into this step before its first allocation */
+    bool aligned;         /* steps begin where the loop allocates (or at markers) */
+    struct map key_of;    /* buffer id -> key */
+    struct map id_of;     /* key -> live buffer id */
+    struct map lead;      /* key -> lead in launches */
+    struct map bytes_of;  /* buffer id -> bytes */
+    uint64_t budget;      /* device bytes buffers may keep (UINT64_MAX: none) */
+    struct use *rec;      /* this step's uses, as they happen */
     size_t nrec, caprec;
     struct pattern pat;
 };
@@ -271,7 +272,8 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
     size_t ngaps = 0;
     for (size_t i = 0; i < p->n;) {
         size_t j = i;
-        while (j < p->n && p->uses[j].key == p->uses[i].key) j++;
+        while (j < p->n && p->uses[j].key == p->uses[i].key)
+            j++;
         uint64_t key = p->uses[i].key, bytes = p->uses[i].bytes;
         bool persistent = (key & ROLE_BIT) == 0;
         if (persistent) {
@@ -300,7 +302,8 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         if (gaps[g].to - gaps[g].from <= (uint64_t)lead + MARGIN) continue; /* no time off */
         uint64_t lo = gaps[g].from + 1, hi = gaps[g].to - lead; /* off the device in [lo, hi) */
         bool helps = false;
-        for (uint64_t q = lo; q < hi && !helps; q++) helps = over[q % period] > 0;
+        for (uint64_t q = lo; q < hi && !helps; q++)
+            helps = over[q % period] > 0;
         if (!helps) continue;
         for (uint64_t q = lo; q < hi; q++) {
             int64_t *o = &over[q % period];
@@ -322,7 +325,8 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         p->sched_start[at + 1]++;
         nsel++;
     }
-    for (uint64_t q = 0; q < period; q++) p->sched_start[q + 1] += p->sched_start[q];
+    for (uint64_t q = 0; q < period; q++)
+        p->sched_start[q + 1] += p->sched_start[q];
     p->sched = malloc((nsel + 1) * sizeof *p->sched);
     uint32_t *fill = calloc(period, sizeof *fill);
     if (p->sched == NULL || fill == NULL) {
@@ -405,7 +409,8 @@ static void detect(struct ho_lookahead *la, uint64_t func) {
     }
     if (i + 1 < CTX) return;
     uint64_t h = 0;
-    for (unsigned k = 0; k < CTX; k++) h = mix(h ^ la->hist[(i - k) & (HIST - 1)]);
+    for (unsigned k = 0; k < CTX; k++)
+        h = mix(h ^ la->hist[(i - k) & (HIST - 1)]);
     uint64_t *slot = &la->ctx_last[h & ((1u << CTX_BITS) - 1)];
     uint64_t prev = *slot;
     *slot = i + 1;
@@ -414,7 +419,8 @@ static void detect(struct ho_lookahead *la, uint64_t func) {
     if (cand >= HIST / 2 || cand < MIN_PERIOD) return;
     if (cand == la->candidate) {
         if (++la->confirmed >= cand) {
-            la->period = cand; /* held for a whole period: adopt it; the next launch starts a step */
+            la->period =
+                cand; /* held for a whole period: adopt it; the next launch starts a step */
             la->anchor = i + 1;
             la->step_allocs = 0;
             la->alloc_step = 0;

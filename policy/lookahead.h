@@ -30,7 +30,7 @@
 #define HO_LA_MAX_ACTIONS 64
 
 struct ho_la_actions {
-    uint64_t evict[HO_LA_MAX_ACTIONS];   /* buffer ids to move out now */
+    uint64_t evict[HO_LA_MAX_ACTIONS]; /* buffer ids to move out now */
     size_t nevict;
     uint64_t restore[HO_LA_MAX_ACTIONS]; /* buffer ids to bring back now */
     size_t nrestore;

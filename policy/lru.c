@@ -27,7 +27,8 @@ size_t ho_policy_victims(enum ho_policy_kind kind, uint64_t need,
                          struct ho_policy_candidate *candidates, size_t n, uint64_t *out,
                          size_t cap) {
     switch (kind) {
-    case HO_POLICY_LRU: return lru_victims(need, candidates, n, out, cap);
+    case HO_POLICY_LRU:
+        return lru_victims(need, candidates, n, out, cap);
     }
     return 0;
 }

@@ -58,9 +58,9 @@ bool ho_dev_setup(int device) {
     ho_real.cuDeviceTotalMem_v2(&total, dev);
     d->total_mem = total;
     d->budget = ho_amount_resolve(&ho_options()->budget, total);
-    d->dev_prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE,
-                                                     .id = device}};
+    d->dev_prop =
+        (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device}};
     d->host_prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED};
     bool host_vmm = choose_host_location(dev, &d->host_prop.location);
     if (eng.backend == HO_BACKEND_AUTO) {

@@ -10,8 +10,8 @@
  * the remap waits for the copy. A call checks the buffers' states inside an "issuing" section
  * (ho_engine_prepare to ho_engine_finish, a per-thread counter); a move changes the state first,
  * then waits until every thread that was issuing has finished, so no use can slip between the
- * state it saw and the move's barrier. Memory the application maps itself, small allocations, pitched and managed
- * allocations never enter the engine (PINNED). */
+ * state it saw and the move's barrier. Memory the application maps itself, small allocations,
+ * pitched and managed allocations never enter the engine (PINNED). */
 #ifndef HOSTOFF_ENGINE_H
 #define HOSTOFF_ENGINE_H
 
@@ -27,9 +27,9 @@ struct issue_slot;
 struct ho_engine_touch {
     struct ho_managed *m[HO_TOUCH_MAX];
     int n;
-    struct issue_slot *slot;  /* this thread's issuing slot, while the call is being issued */
-    uint64_t func;            /* the launched function (0: a copy, not a launch) */
-    bool locked;              /* no slot could be had: eng.lock is held instead */
+    struct issue_slot *slot; /* this thread's issuing slot, while the call is being issued */
+    uint64_t func;           /* the launched function (0: a copy, not a launch) */
+    bool locked;             /* no slot could be had: eng.lock is held instead */
 };
 
 struct ho_options;

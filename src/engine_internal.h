@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 
 #define HO_MAX_DEVICES 16
-#define HO_MAX_USERS 16
+#define HO_MAX_USERS   16
 
 enum ho_state { HO_RESIDENT, HO_EVICTING, HO_HOST, HO_RESTORING };
 
@@ -41,24 +41,24 @@ struct ho_cached {
 struct ho_managed {
     uint64_t id;
     CUdeviceptr va;
-    uint64_t size, span;            /* bytes asked for; mapped (granule multiple) */
+    uint64_t size, span; /* bytes asked for; mapped (granule multiple) */
     int device;
-    struct ho_buffer *record;       /* the registry's record (until freed) */
-    _Atomic int state;              /* enum ho_state */
-    _Atomic uint64_t last_use;      /* engine use sequence, for LRU */
-    atomic_flag users_lock;         /* for writers of the lists below; readers scan lock-free */
+    struct ho_buffer *record;  /* the registry's record (until freed) */
+    _Atomic int state;         /* enum ho_state */
+    _Atomic uint64_t last_use; /* engine use sequence, for LRU */
+    atomic_flag users_lock;    /* for writers of the lists below; readers scan lock-free */
     _Atomic int nusers;
-    bool users_overflow;            /* too many streams: a move waits for the whole device */
+    bool users_overflow;                   /* too many streams: a move waits for the whole device */
     _Atomic(CUstream) users[HO_MAX_USERS]; /* streams with uses queued since the last move */
     int nuse_events;
     CUevent use_events[HO_MAX_USERS]; /* uses on per-thread default streams, recorded at once */
     CUmemGenericAllocationHandle dev; /* device handle while it holds the bytes */
-    struct ho_host_slot *host;      /* host copy while it holds the bytes */
-    struct ho_transition *tr;       /* the move in flight, if any */
+    struct ho_host_slot *host;        /* host copy while it holds the bytes */
+    struct ho_transition *tr;         /* the move in flight, if any */
     bool pinned;
-    bool free_requested;            /* freed while a move was in flight */
-    bool wanted;                    /* on its device's prefetch queue, waiting for room */
-    struct ho_managed *next;        /* all managed buffers of the process */
+    bool free_requested;     /* freed while a move was in flight */
+    bool wanted;             /* on its device's prefetch queue, waiting for room */
+    struct ho_managed *next; /* all managed buffers of the process */
 };
 
 enum ho_tr_kind { HO_TR_EVICT, HO_TR_RESTORE, HO_TR_FREE };
@@ -68,9 +68,9 @@ struct ho_transition {
     struct ho_managed *m;
     CUevent done;
     bool cancelled;
-    struct ho_host_slot *host;      /* evict: the destination */
+    struct ho_host_slot *host;        /* evict: the destination */
     CUmemGenericAllocationHandle dev; /* restore: the new device handle */
-    CUdeviceptr window;             /* restore: where the new handle is mapped for the copy */
+    CUdeviceptr window;               /* restore: where the new handle is mapped for the copy */
     uint64_t start_ns;
     struct ho_transition *next;
 };
@@ -80,19 +80,19 @@ enum { HO_Q_EVICT, HO_Q_RESTORE, HO_NQUEUES };
 
 struct ho_dev {
     bool ready, failed;
-    CUcontext ctx;                  /* the device's primary context */
+    CUcontext ctx; /* the device's primary context */
     CUstream stream[HO_NQUEUES];
     struct ho_transition *head[HO_NQUEUES], *tail[HO_NQUEUES];
     uint64_t total_mem, budget;
-    uint64_t resident;              /* device bytes held by managed buffers */
-    uint64_t evicting;              /* of which: on their way out */
+    uint64_t resident; /* device bytes held by managed buffers */
+    uint64_t evicting; /* of which: on their way out */
     CUmemAllocationProp dev_prop, host_prop;
     CUevent *free_events;
     size_t nfree_events, cap_events;
-    struct ho_managed **want;       /* prefetches waiting for room, oldest first */
+    struct ho_managed **want; /* prefetches waiting for room, oldest first */
     size_t nwant, capwant;
-    struct ho_cached *cache;        /* newest first */
-    uint64_t cached;                /* bytes in the cache (part of `resident`) */
+    struct ho_cached *cache; /* newest first */
+    uint64_t cached;         /* bytes in the cache (part of `resident`) */
 };
 
 struct ho_engine {
@@ -104,9 +104,9 @@ struct ho_engine {
     struct ho_managed *all;
     uint64_t granule;
     _Atomic uint64_t use_seq;
-    _Atomic int inflight;           /* moves in flight, all devices */
-    _Atomic int capturing;          /* stream captures in progress */
-    struct ho_lookahead *la;        /* the lookahead policy, when it runs */
+    _Atomic int inflight;    /* moves in flight, all devices */
+    _Atomic int capturing;   /* stream captures in progress */
+    struct ho_lookahead *la; /* the lookahead policy, when it runs */
     uint64_t host_used, host_pooled;
     struct ho_host_slot *host_pool;
     struct va_range *va_pool;
@@ -122,8 +122,8 @@ CUdeviceptr ho_va_get(uint64_t span);
 void ho_va_put(CUdeviceptr va, uint64_t span);
 struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
 void ho_host_slot_put(struct ho_host_slot *s);
-bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span,
-               CUmemGenericAllocationHandle h, int device);
+bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
+               int device);
 void ho_ctx_push(struct ho_dev *d);
 void ho_ctx_pop(void);
 

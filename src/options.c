@@ -36,11 +36,28 @@ bool ho_parse_size(const char *text, uint64_t *out) {
     if (errno != 0) return false;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'B' || *end == 'b') end++;
     if (*end != '\0' || (shift != 0 && v > (UINT64_MAX >> shift))) return false;
@@ -70,9 +87,12 @@ bool ho_parse_amount(const char *text, struct ho_amount *out) {
 
 uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total) {
     switch (a->kind) {
-    case HO_AMOUNT_NONE: return UINT64_MAX;
-    case HO_AMOUNT_BYTES: return a->bytes;
-    case HO_AMOUNT_PERCENT: return (uint64_t)((double)total * a->percent / 100.0);
+    case HO_AMOUNT_NONE:
+        return UINT64_MAX;
+    case HO_AMOUNT_BYTES:
+        return a->bytes;
+    case HO_AMOUNT_PERCENT:
+        return (uint64_t)((double)total * a->percent / 100.0);
     }
     return UINT64_MAX;
 }
@@ -82,20 +102,28 @@ static bool valid(const struct ho_option_info *o, const char *text) {
     uint64_t size;
     struct ho_amount amount;
     switch (o->kind) {
-    case HO_KIND_ENUM: return enum_index(o->values, text) >= 0;
-    case HO_KIND_STRING: return true;
-    case HO_KIND_SIZE: return ho_parse_size(text, &size);
-    case HO_KIND_AMOUNT: return ho_parse_amount(text, &amount);
+    case HO_KIND_ENUM:
+        return enum_index(o->values, text) >= 0;
+    case HO_KIND_STRING:
+        return true;
+    case HO_KIND_SIZE:
+        return ho_parse_size(text, &size);
+    case HO_KIND_AMOUNT:
+        return ho_parse_amount(text, &amount);
     }
     return false;
 }
 
 static const char *expected(const struct ho_option_info *o) {
     switch (o->kind) {
-    case HO_KIND_ENUM: return o->values;
-    case HO_KIND_SIZE: return "a size such as 4M or 2G";
-    case HO_KIND_AMOUNT: return "a size such as 60G, a percentage such as 75%, or none";
-    default: return "text";
+    case HO_KIND_ENUM:
+        return o->values;
+    case HO_KIND_SIZE:
+        return "a size such as 4M or 2G";
+    case HO_KIND_AMOUNT:
+        return "a size such as 60G, a percentage such as 75%, or none";
+    default:
+        return "text";
     }
 }
 

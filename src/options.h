@@ -43,11 +43,11 @@ enum ho_option_id {
 #undef HO_OPTION
 
 struct ho_option_info {
-    const char *env;         /* variable name */
+    const char *env; /* variable name */
     enum ho_option_kind kind;
-    const char *def;         /* default, as text ("" for none) */
-    const char *values;      /* accepted values, '|'-separated, for enums */
-    const char *doc;         /* one-line meaning */
+    const char *def;    /* default, as text ("" for none) */
+    const char *values; /* accepted values, '|'-separated, for enums */
+    const char *doc;    /* one-line meaning */
 };
 
 extern const struct ho_option_info ho_option_table[HO_OPT_COUNT];
@@ -60,9 +60,9 @@ struct ho_options {
     enum ho_backend backend;
     enum ho_policy_choice policy;
     enum ho_log_level log;
-    const char *report;      /* NULL: no report */
-    const char *trace;       /* NULL: no trace */
-    const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */
+    const char *report;  /* NULL: no report */
+    const char *trace;   /* NULL: no trace */
+    const char *libcuda; /* NULL: dlopen("libcuda.so.1") */
 };
 
 /* Parses the environment once (thread-safe) and returns the result. */

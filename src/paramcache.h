@@ -14,8 +14,8 @@
 #define HO_MAX_PARAMS 256
 
 struct ho_param_layout {
-    int nparams;             /* -1: unknown (no layout query answered) */
-    size_t argbytes;         /* end of the last parameter */
+    int nparams;     /* -1: unknown (no layout query answered) */
+    size_t argbytes; /* end of the last parameter */
     struct {
         uint32_t offset, size;
     } p[];

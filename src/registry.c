@@ -9,10 +9,10 @@
 #define MAX_RECORDS 100000
 
 struct chunk {
-    uint64_t key;               /* addr >> CHUNK_SHIFT */
+    uint64_t key; /* addr >> CHUNK_SHIFT */
     struct chunk *next;
     unsigned n, cap;
-    struct ho_buffer **bufs;    /* overlapping buffers, sorted by base */
+    struct ho_buffer **bufs; /* overlapping buffers, sorted by base */
 };
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -30,12 +30,18 @@ static size_t nrecords, records_cap;
 
 const char *ho_buffer_kind_name(enum ho_buffer_kind k) {
     switch (k) {
-    case HO_BUF_DEVICE: return "device";
-    case HO_BUF_ASYNC: return "async";
-    case HO_BUF_MANAGED: return "managed";
-    case HO_BUF_HOST: return "host";
-    case HO_BUF_REGISTERED: return "registered";
-    case HO_BUF_VMM_APP: return "vmm";
+    case HO_BUF_DEVICE:
+        return "device";
+    case HO_BUF_ASYNC:
+        return "async";
+    case HO_BUF_MANAGED:
+        return "managed";
+    case HO_BUF_HOST:
+        return "host";
+    case HO_BUF_REGISTERED:
+        return "registered";
+    case HO_BUF_VMM_APP:
+        return "vmm";
     }
     return "unknown";
 }
@@ -178,7 +184,8 @@ struct ho_buffer *ho_registry_add(uint64_t base, uint64_t size, int device,
     for (uint64_t k = first; k <= last; k++) {
         struct chunk *c = chunk_get(k, true);
         if (c == NULL || !chunk_insert(c, b)) {
-            for (uint64_t u = first; u < k; u++) chunk_erase(u, b);
+            for (uint64_t u = first; u < k; u++)
+                chunk_erase(u, b);
             pthread_rwlock_unlock(&lock);
             free(b);
             return NULL;
@@ -209,7 +216,8 @@ static struct ho_buffer *remove_at(uint64_t base, bool (*match)(const struct ho_
     }
     if (found != NULL) {
         uint64_t first = base >> CHUNK_SHIFT, last = (base + found->size - 1) >> CHUNK_SHIFT;
-        for (uint64_t k = first; k <= last; k++) chunk_erase(k, found);
+        for (uint64_t k = first; k <= last; k++)
+            chunk_erase(k, found);
         found->live = false;
         live--;
         atomic_fetch_add_explicit(&generation, 1, memory_order_relaxed);
@@ -255,10 +263,11 @@ int ho_registry_remove_range(uint64_t base, uint64_t size, unsigned kinds,
             }
             if (hit == NULL) break;
             uint64_t hf = hit->base >> CHUNK_SHIFT, hl = (hit->base + hit->size - 1) >> CHUNK_SHIFT;
-            for (uint64_t u = hf; u <= hl; u++) chunk_erase(u, hit);
+            for (uint64_t u = hf; u <= hl; u++)
+                chunk_erase(u, hit);
             hit->live = false;
             live--;
-        atomic_fetch_add_explicit(&generation, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&generation, 1, memory_order_relaxed);
             removed++;
             if (each != NULL) each(hit, arg);
         }
@@ -281,7 +290,8 @@ void ho_registry_reset(void) {
         buckets[i] = NULL;
     }
     nchunks = 0;
-    for (size_t r = 0; r < nrecords; r++) free(records[r]);
+    for (size_t r = 0; r < nrecords; r++)
+        free(records[r]);
     nrecords = 0;
     live = 0;
     atomic_store(&lowest, UINT64_MAX);
@@ -322,7 +332,8 @@ void ho_registry_bounds(uint64_t *lo, uint64_t *hi, uint64_t *gen) {
 
 void ho_registry_foreach(void (*fn)(const struct ho_buffer *b, void *arg), void *arg) {
     pthread_rwlock_rdlock(&lock);
-    for (size_t r = 0; r < nrecords; r++) fn(records[r], arg);
+    for (size_t r = 0; r < nrecords; r++)
+        fn(records[r], arg);
     pthread_rwlock_unlock(&lock);
 }
 

@@ -15,12 +15,12 @@
 struct ho_managed;
 
 enum ho_buffer_kind {
-    HO_BUF_DEVICE,      /* cuMemAlloc / cuMemAllocPitch */
-    HO_BUF_ASYNC,       /* cuMemAllocAsync / FromPoolAsync */
-    HO_BUF_MANAGED,     /* cuMemAllocManaged */
-    HO_BUF_HOST,        /* cuMemHostAlloc / cuMemAllocHost */
-    HO_BUF_REGISTERED,  /* cuMemHostRegister */
-    HO_BUF_VMM_APP,     /* a range the application mapped itself with cuMemMap */
+    HO_BUF_DEVICE,     /* cuMemAlloc / cuMemAllocPitch */
+    HO_BUF_ASYNC,      /* cuMemAllocAsync / FromPoolAsync */
+    HO_BUF_MANAGED,    /* cuMemAllocManaged */
+    HO_BUF_HOST,       /* cuMemHostAlloc / cuMemAllocHost */
+    HO_BUF_REGISTERED, /* cuMemHostRegister */
+    HO_BUF_VMM_APP,    /* a range the application mapped itself with cuMemMap */
 };
 
 const char *ho_buffer_kind_name(enum ho_buffer_kind k);
@@ -30,11 +30,11 @@ struct ho_buffer {
     uint64_t base, size;
     int device;
     enum ho_buffer_kind kind;
-    bool pinned;                 /* never moved (IPC-exported, app-owned VMM, small) */
+    bool pinned; /* never moved (IPC-exported, app-owned VMM, small) */
     bool live;
-    struct ho_managed *engine;   /* the engine's state while it manages the buffer, else NULL */
-    _Atomic uint64_t uses;       /* some of the launches and copies that touched it: the launch
-                                  * path counts per thread, ho_track_uses() adds it all up */
+    struct ho_managed *engine; /* the engine's state while it manages the buffer, else NULL */
+    _Atomic uint64_t uses;     /* some of the launches and copies that touched it: the launch
+                                * path counts per thread, ho_track_uses() adds it all up */
 };
 
 bool ho_registry_init(void);

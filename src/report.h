@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 struct ho_report_interpose {
-    const char **hooked;     /* entry-point names routed to a hook */
+    const char **hooked; /* entry-point names routed to a hook */
     size_t nhooked;
-    uint64_t proc_lookups;   /* cuGetProcAddress queries seen */
+    uint64_t proc_lookups; /* cuGetProcAddress queries seen */
 };
 
 /* Expands %p (pid), %r (rank) and %% in a report or trace path. */

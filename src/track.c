@@ -323,8 +323,8 @@ void ho_track_touch(uint64_t addr) {
     ho_registry_read_end();
 }
 
-void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread,
-                           bool restore, struct ho_engine_touch *et) {
+void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread, bool restore,
+                           struct ho_engine_touch *et) {
     struct ho_buffer *bufs[HO_TOUCH_MAX];
     int nb = 0;
     ho_registry_read_begin();
@@ -333,7 +333,8 @@ void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_th
         struct ho_buffer *b = ho_registry_lookup_locked(addrs[i]);
         if (b == NULL) continue;
         bool seen = false;
-        for (int k = 0; k < nb && !seen; k++) seen = bufs[k] == b;
+        for (int k = 0; k < nb && !seen; k++)
+            seen = bufs[k] == b;
         if (seen) continue;
         atomic_fetch_add_explicit(&b->uses, 1, memory_order_relaxed);
         bufs[nb++] = b;
@@ -486,7 +487,8 @@ static uint64_t *graph_addrs(CUgraphExec exec, int *n) {
 void ho_track_graph_launch(CUgraphExec exec) {
     int n;
     uint64_t *addrs = graph_addrs(exec, &n);
-    for (int i = 0; i < n; i++) ho_track_touch(addrs[i]);
+    for (int i = 0; i < n; i++)
+        ho_track_touch(addrs[i]);
     free(addrs);
     ho_count(&ho_stats.counts_graph_launches, 1);
 }
@@ -519,7 +521,7 @@ void ho_track_graph_destroy(CUgraphExec exec) {
 
 void ho_track_reset(void) {
     pthread_mutex_init(&graphs_lock, NULL);
-    graphs = NULL; /* the parent's graphs mean nothing in a fork child */
+    graphs = NULL;                 /* the parent's graphs mean nothing in a fork child */
     atomic_store(&all_uses, NULL); /* nor its use counts (the structures are left behind) */
     my_uses = NULL;
 }

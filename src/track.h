@@ -24,8 +24,8 @@ void ho_track_touch(uint64_t addr);
 void ho_track_launch_begin(const void *func, void **params, void **extra, CUstream s,
                            bool per_thread, struct ho_engine_touch *et);
 void ho_track_launch_end(struct ho_engine_touch *et, CUstream s, bool per_thread, CUresult rc);
-void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread,
-                           bool restore, struct ho_engine_touch *et);
+void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread, bool restore,
+                           struct ho_engine_touch *et);
 void ho_track_graph_launch_begin(CUgraphExec exec, CUstream s, bool per_thread,
                                  struct ho_engine_touch *et);
 

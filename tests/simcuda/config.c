@@ -22,12 +22,30 @@ bool sim_parse_size(const char *text, uint64_t *out) {
     if (errno != 0 || end == text || !isdigit((unsigned char)text[0])) return false;
     unsigned shift = 0;
     switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: return false;
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        end++;
+        break;
+    default:
+        return false;
     }
     if (*end == 'B' || *end == 'b') end++; /* "2GB" reads as 2 GiB, like "2G" */
     if (*end != '\0') return false;
@@ -103,9 +121,12 @@ static bool apply(const struct opt *o, const char *text, struct sim_config *cfg)
     case OPT_RATE:
         return parse_rate(text, (double *)(void *)dst);
     case OPT_DATA:
-        if (strcmp(text, "full") == 0) *(enum sim_data_mode *)(void *)dst = SIM_DATA_FULL;
-        else if (strcmp(text, "sparse") == 0) *(enum sim_data_mode *)(void *)dst = SIM_DATA_SPARSE;
-        else return false;
+        if (strcmp(text, "full") == 0)
+            *(enum sim_data_mode *)(void *)dst = SIM_DATA_FULL;
+        else if (strcmp(text, "sparse") == 0)
+            *(enum sim_data_mode *)(void *)dst = SIM_DATA_SPARSE;
+        else
+            return false;
         return true;
     case OPT_PATH:
         if (text != NULL && *text == '\0') text = NULL;

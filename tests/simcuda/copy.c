@@ -41,8 +41,10 @@ uint64_t sim_copy_duration(struct sim_device *dev, enum sim_copy_dir dir, uint64
     if (other_free > start) {
         double window = (double)(other_free - start);
         double moved = window * shared;
-        if (moved >= (double)bytes) dur = sim_bytes_ns(bytes, shared);
-        else dur = (uint64_t)window + sim_bytes_ns(bytes - (uint64_t)moved, rate);
+        if (moved >= (double)bytes)
+            dur = sim_bytes_ns(bytes, shared);
+        else
+            dur = (uint64_t)window + sim_bytes_ns(bytes - (uint64_t)moved, rate);
     } else {
         dur = sim_bytes_ns(bytes, rate);
     }
@@ -198,23 +200,33 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, bool sync, bool pt, CUstream st) 
     if (p == NULL) return CUDA_ERROR_INVALID_VALUE;
     uint64_t dst = 0, src = 0;
     switch (p->srcMemoryType) {
-    case CU_MEMORYTYPE_HOST: src = (uint64_t)(uintptr_t)p->srcHost; break;
+    case CU_MEMORYTYPE_HOST:
+        src = (uint64_t)(uintptr_t)p->srcHost;
+        break;
     case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED: src = p->srcDevice; break;
-    default: return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_MEMORYTYPE_UNIFIED:
+        src = p->srcDevice;
+        break;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
     switch (p->dstMemoryType) {
-    case CU_MEMORYTYPE_HOST: dst = (uint64_t)(uintptr_t)p->dstHost; break;
+    case CU_MEMORYTYPE_HOST:
+        dst = (uint64_t)(uintptr_t)p->dstHost;
+        break;
     case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_UNIFIED: dst = p->dstDevice; break;
-    default: return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_MEMORYTYPE_UNIFIED:
+        dst = p->dstDevice;
+        break;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
     if ((p->Height > 1 && (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes)))
         return CUDA_ERROR_INVALID_VALUE;
     src += p->srcY * p->srcPitch + p->srcXInBytes;
     dst += p->dstY * p->dstPitch + p->dstXInBytes;
-    struct copy_req q = {dst,         src,         p->WidthInBytes, p->Height, p->dstPitch,
-                         p->srcPitch, sync,        pt,              st,        -1};
+    struct copy_req q = {dst, src, p->WidthInBytes, p->Height, p->dstPitch, p->srcPitch, sync, pt,
+                         st,  -1};
     return copy_submit(&q);
 }
 

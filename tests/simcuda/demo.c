@@ -14,7 +14,7 @@
 
 #include "simcuda.h"
 
-#define LAYERS 8
+#define LAYERS    8
 #define ACT_BYTES (8u << 20)
 
 static int check(CUresult rc, const char *what) {
@@ -31,7 +31,8 @@ void layer_forward(void **p) {
     const uint32_t *in = *(uint32_t **)p[0];
     uint32_t *out = *(uint32_t **)p[1];
     uint64_t n = *(uint64_t *)p[2];
-    for (uint64_t i = 0; i < n; i++) out[i] = in[i] * 2654435761u + 1;
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = in[i] * 2654435761u + 1;
 }
 
 void layer_backward(void **p) {
@@ -39,7 +40,8 @@ void layer_backward(void **p) {
     uint64_t n = *(uint64_t *)p[1];
     uint64_t *sum = *(uint64_t **)p[2];
     uint64_t s = 0;
-    for (uint64_t i = 0; i < n; i++) s += act[i];
+    for (uint64_t i = 0; i < n; i++)
+        s += act[i];
     *sum += s;
 }
 
@@ -131,7 +133,8 @@ int main(void) {
 
     uint64_t words = ACT_BYTES / sizeof(uint32_t);
     uint32_t *seed = malloc(ACT_BYTES);
-    for (uint64_t i = 0; i < words; i++) seed[i] = (uint32_t)i;
+    for (uint64_t i = 0; i < words; i++)
+        seed[i] = (uint32_t)i;
     CK(cuMemcpyHtoDAsync(act[0], seed, ACT_BYTES, compute));
 
     uint64_t host_before = simcuda_now_ns();
@@ -170,11 +173,14 @@ int main(void) {
     uint32_t *cur = seed, *next = malloc(ACT_BYTES);
     uint64_t *sums = calloc(LAYERS + 1, sizeof *sums);
     for (int i = 1; i <= LAYERS; i++) {
-        for (uint64_t j = 0; j < words; j++) next[j] = cur[j] * 2654435761u + 1;
-        for (uint64_t j = 0; j < words; j++) sums[i] += next[j];
+        for (uint64_t j = 0; j < words; j++)
+            next[j] = cur[j] * 2654435761u + 1;
+        for (uint64_t j = 0; j < words; j++)
+            sums[i] += next[j];
         memcpy(cur, next, ACT_BYTES);
     }
-    for (int i = 1; i <= LAYERS; i++) host_sum += sums[i];
+    for (int i = 1; i <= LAYERS; i++)
+        host_sum += sums[i];
     printf("timeline    forward %.3f ms, whole step %.3f ms of virtual device time\n", fwd_ms,
            step_ms);
     printf("check       backward checksum %s (device %llu, host %llu)\n",

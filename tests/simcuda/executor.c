@@ -60,7 +60,8 @@ static void stream_release(struct sim_stream *s) {
 
 void sim_op_release(struct sim_op *op) {
     if (op == NULL || --op->refs > 0) return;
-    for (int i = 0; i < op->ndeps; i++) sim_op_release(op->deps[i]);
+    for (int i = 0; i < op->ndeps; i++)
+        sim_op_release(op->deps[i]);
     free(op->deps);
     free(op->refs_list);
     if (op->kind == SIM_OP_KERNEL) {
@@ -97,8 +98,10 @@ void sim_op_enqueue(struct sim_op *op) {
         op->stream->last_op = op;
     }
     op->next = NULL;
-    if (dev->tail != NULL) dev->tail->next = op;
-    else dev->head = op;
+    if (dev->tail != NULL)
+        dev->tail->next = op;
+    else
+        dev->head = op;
     dev->tail = op;
     executor_start(dev);
     pthread_cond_broadcast(&sim.progress);
@@ -117,7 +120,8 @@ static void publish_fault(struct sim_device *dev, uint64_t seq) {
 }
 
 void sim_op_wait_done(struct sim_op *op) {
-    while (!op->done) pthread_cond_wait(&sim.progress, &sim.lock);
+    while (!op->done)
+        pthread_cond_wait(&sim.progress, &sim.lock);
     publish_fault(op->dev, op->seq);
 }
 
@@ -134,7 +138,8 @@ uint64_t sim_op_wait_end(struct sim_op *op) {
 
 void sim_device_drain(struct sim_device *dev) {
     uint64_t target = dev->enqueued_seq;
-    while (dev->done_seq < target) pthread_cond_wait(&sim.progress, &sim.lock);
+    while (dev->done_seq < target)
+        pthread_cond_wait(&sim.progress, &sim.lock);
     publish_fault(dev, target);
 }
 
@@ -267,10 +272,12 @@ static void call_memset(void *arg) {
             memset(p, (int)(m->value & 0xff), m->count);
         } else if (m->elem == 2) {
             uint16_t v = (uint16_t)m->value;
-            for (size_t i = 0; i < m->count; i++) memcpy(p + 2 * i, &v, 2);
+            for (size_t i = 0; i < m->count; i++)
+                memcpy(p + 2 * i, &v, 2);
         } else {
             uint32_t v = m->value;
-            for (size_t i = 0; i < m->count; i++) memcpy(p + 4 * i, &v, 4);
+            for (size_t i = 0; i < m->count; i++)
+                memcpy(p + 4 * i, &v, 4);
         }
     }
 }
@@ -375,9 +382,12 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         dur = sim_copy_duration(op->dev, c->dir, total, start);
         sim.stats.copies++;
         /* Host-to-host copies run on the H2D engine and are counted with it. */
-        if (c->dir == SIM_H2D || c->dir == SIM_H2H) sim.stats.bytes_h2d += total;
-        else if (c->dir == SIM_D2H) sim.stats.bytes_d2h += total;
-        else sim.stats.bytes_d2d += total;
+        if (c->dir == SIM_H2D || c->dir == SIM_H2H)
+            sim.stats.bytes_h2d += total;
+        else if (c->dir == SIM_D2H)
+            sim.stats.bytes_d2h += total;
+        else
+            sim.stats.bytes_d2d += total;
         if (sim.cfg.data == SIM_DATA_FULL) {
             struct copy_call call = {c};
             if (!run_unlocked(call_copy, &call)) op->failed = true;
@@ -401,8 +411,10 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         struct sim_host_func_op *h = &op->u.host;
         CUresult status = sim.device_error; /* read under the lock */
         sim_unlock();
-        if (h->cb != NULL) h->cb(h->cb_stream, status, h->user);
-        else h->fn(h->user);
+        if (h->cb != NULL)
+            h->cb(h->cb_stream, status, h->user);
+        else
+            h->fn(h->user);
         sim_lock();
         break;
     }
@@ -415,8 +427,8 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         break;
     }
     case SIM_OP_PREFETCH: {
-        uint64_t moved = sim_managed_prefetch(op->dev, op->u.prefetch.addr,
-                                              op->u.prefetch.bytes, op->u.prefetch.to_device);
+        uint64_t moved = sim_managed_prefetch(op->dev, op->u.prefetch.addr, op->u.prefetch.bytes,
+                                              op->u.prefetch.to_device);
         if (moved > 0)
             dur = sim_copy_duration(op->dev, op->u.prefetch.to_device ? SIM_H2D : SIM_D2H, moved,
                                     start);
@@ -476,7 +488,8 @@ static void *executor_main(void *arg) {
     on_executor = true; /* its waits for other devices' operations publish nothing */
     sim_lock();
     for (;;) {
-        while (dev->head == NULL) pthread_cond_wait(&sim.progress, &sim.lock);
+        while (dev->head == NULL)
+            pthread_cond_wait(&sim.progress, &sim.lock);
         struct sim_op *op = dev->head;
         dev->head = op->next;
         if (dev->head == NULL) dev->tail = NULL;

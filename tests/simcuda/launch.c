@@ -136,8 +136,7 @@ SIM_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, uns
 SIM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                                    unsigned int gz, unsigned int bx,
                                                    unsigned int by, unsigned int bz,
-                                                   unsigned int shared, CUstream s,
-                                                   void **params) {
+                                                   unsigned int shared, CUstream s, void **params) {
     return launch_kernel(f, gx, gy, gz, bx, by, bz, shared, s, params, NULL, true);
 }
 

@@ -35,7 +35,8 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned 
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (dptr == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
     if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS) return rc;
     uint64_t vsz = (bytes + 4095) & ~(uint64_t)4095;
     struct sim_managed *m = calloc(1, sizeof *m);
@@ -70,7 +71,8 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned 
 void sim_managed_free(struct sim_range *r) {
     struct sim_managed *m = r->managed;
     uint64_t resident = 0;
-    for (uint64_t i = 0; i < m->pages; i++) resident += m->resident[i];
+    for (uint64_t i = 0; i < m->pages; i++)
+        resident += m->resident[i];
     sim_capacity_give(&sim.devices[r->device], resident * SIM_MANAGED_PAGE);
     free(m->resident);
     free(m);
@@ -192,15 +194,27 @@ static CUresult advise(CUdeviceptr ptr, size_t bytes, CUmem_advise advice, bool 
     }
     struct sim_managed *m = r->managed;
     switch (advice) {
-    case CU_MEM_ADVISE_SET_READ_MOSTLY: m->read_mostly = true; break;
-    case CU_MEM_ADVISE_UNSET_READ_MOSTLY: m->read_mostly = false; break;
+    case CU_MEM_ADVISE_SET_READ_MOSTLY:
+        m->read_mostly = true;
+        break;
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+        m->read_mostly = false;
+        break;
     case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
         m->preferred = device_target ? r->device : CU_DEVICE_CPU;
         break;
-    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: m->preferred = CU_DEVICE_INVALID; break;
-    case CU_MEM_ADVISE_SET_ACCESSED_BY: m->accessed_by_device = device_target; break;
-    case CU_MEM_ADVISE_UNSET_ACCESSED_BY: m->accessed_by_device = false; break;
-    default: rc = CUDA_ERROR_INVALID_VALUE; break;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        m->preferred = CU_DEVICE_INVALID;
+        break;
+    case CU_MEM_ADVISE_SET_ACCESSED_BY:
+        m->accessed_by_device = device_target;
+        break;
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+        m->accessed_by_device = false;
+        break;
+    default:
+        rc = CUDA_ERROR_INVALID_VALUE;
+        break;
     }
     sim_unlock();
     return rc;

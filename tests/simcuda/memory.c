@@ -167,8 +167,8 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags) {
 }
 
 SIM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags) {
-    unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
-                     CU_MEMHOSTALLOC_WRITECOMBINED;
+    unsigned known =
+        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
     if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
     return host_alloc(pp, bytes, flags);
 }

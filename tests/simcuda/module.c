@@ -118,8 +118,8 @@ void sim_module_free(struct sim_module *m) {
 
 CUresult sim_module_parse(const char *image, struct sim_module **out) {
     if (image == NULL) return CUDA_ERROR_INVALID_VALUE;
-    if (strncmp(image, "simcuda-module 1", 16) != 0 || (image[16] != '\n' && image[16] != '\0' &&
-                                                        image[16] != '\r'))
+    if (strncmp(image, "simcuda-module 1", 16) != 0 ||
+        (image[16] != '\n' && image[16] != '\0' && image[16] != '\r'))
         return CUDA_ERROR_INVALID_IMAGE;
     size_t len = strnlen(image, 1 << 24);
     char *text = malloc(len + 1);
@@ -139,7 +139,8 @@ CUresult sim_module_parse(const char *image, struct sim_module **out) {
         size_t n = strlen(line);
         if (n > 0 && line[n - 1] == '\r') line[n - 1] = '\0';
         char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
         if (*p == '\0' || *p == '#') continue;
         if (strncmp(p, "kernel", 6) != 0 || (p[6] != ' ' && p[6] != '\t')) {
             rc = CUDA_ERROR_INVALID_IMAGE;
@@ -163,7 +164,8 @@ CUresult sim_module_parse(const char *image, struct sim_module **out) {
         sim_module_free(m);
         return rc;
     }
-    for (int i = 0; i < m->nfuncs; i++) m->funcs[i].module = m;
+    for (int i = 0; i < m->nfuncs; i++)
+        m->funcs[i].module = m;
     *out = m;
     return CUDA_SUCCESS;
 }
@@ -253,7 +255,8 @@ SIM_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
     if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
     /* Queued launches of its functions must finish first: they hold pointers to them. */
     sim_lock();
-    for (int d = 0; d < sim.ndevices; d++) sim_device_drain(&sim.devices[d]);
+    for (int d = 0; d < sim.ndevices; d++)
+        sim_device_drain(&sim.devices[d]);
     sim_unlock();
     sim_module_free(m);
     return CUDA_SUCCESS;
@@ -293,10 +296,9 @@ SIM_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmod
                                                    : CUDA_ERROR_NOT_FOUND;
 }
 
-SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
-                                      CUjit_option *jit_opts, void **jit_vals, unsigned int njit,
-                                      CUlibraryOption *lib_opts, void **lib_vals,
-                                      unsigned int nlib) {
+SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_opts,
+                                      void **jit_vals, unsigned int njit, CUlibraryOption *lib_opts,
+                                      void **lib_vals, unsigned int nlib) {
     (void)jit_opts;
     (void)jit_vals;
     (void)njit;
@@ -325,7 +327,8 @@ SIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
     struct sim_module *m = module_from_handle(library, true);
     if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
     sim_lock();
-    for (int d = 0; d < sim.ndevices; d++) sim_device_drain(&sim.devices[d]);
+    for (int d = 0; d < sim.ndevices; d++)
+        sim_device_drain(&sim.devices[d]);
     sim_unlock();
     sim_module_free(m);
     return CUDA_SUCCESS;
@@ -361,7 +364,8 @@ SIM_EXPORT CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int n,
     struct sim_module *m = module_from_handle(library, true);
     if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if (kernels == NULL) return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < n && i < (unsigned)m->nfuncs; i++) kernels[i] = (CUkernel)&m->funcs[i];
+    for (unsigned i = 0; i < n && i < (unsigned)m->nfuncs; i++)
+        kernels[i] = (CUkernel)&m->funcs[i];
     return CUDA_SUCCESS;
 }
 
@@ -433,12 +437,18 @@ SIM_EXPORT CUresult cuFuncGetModule(CUmodule *module, CUfunction h) {
 /* Function attributes: what an sm_90 kernel with no special needs reports. */
 static int func_attribute(CUfunction_attribute a) {
     switch (a) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: return 32;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION: return 90;
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: return 90;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: return 49152;
-    default: return 0;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        return 1024;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+        return 32;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+        return 90;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+        return 90;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        return 49152;
+    default:
+        return 0;
     }
 }
 

@@ -107,8 +107,8 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUm
     struct sim_pool *p = pool_from_handle(pool);
     return p == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, bytes, p, s, false);
 }
-SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
-                                                 CUmemoryPool pool, CUstream s) {
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                                                 CUstream s) {
     struct sim_pool *p = pool_from_handle(pool);
     return p == NULL ? CUDA_ERROR_INVALID_VALUE : alloc_async(dptr, bytes, p, s, true);
 }
@@ -169,13 +169,21 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
     struct sim_pool *p = pool_from_handle(pool);
     if (p == NULL || value == NULL) return CUDA_ERROR_INVALID_VALUE;
     switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->release_threshold = *(cuuint64_t *)value; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: p->reserved_high = 0; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: p->used_high = 0; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        p->release_threshold = *(cuuint64_t *)value;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        p->reserved_high = 0;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        p->used_high = 0;
+        break;
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
@@ -187,15 +195,28 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
     struct sim_pool *p = pool_from_handle(pool);
     if (p == NULL || value == NULL) return CUDA_ERROR_INVALID_VALUE;
     switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->release_threshold; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved_current; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used_current; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *(cuuint64_t *)value = p->release_threshold;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        *(cuuint64_t *)value = p->reserved_current;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        *(cuuint64_t *)value = p->reserved_high;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = p->used_current;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = p->used_high;
+        break;
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)value = 1; break;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = 1;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }

@@ -48,7 +48,8 @@ struct sim_range *sim_range_add(uint64_t base, uint64_t size, enum sim_range_kin
 
 void sim_range_remove(struct sim_range *r) {
     long at = floor_index(r->base);
-    while (at >= 0 && ranges[at] != r) at--;
+    while (at >= 0 && ranges[at] != r)
+        at--;
     if (at < 0) return;
     memmove(&ranges[at], &ranges[at + 1], (nranges - (size_t)at - 1) * sizeof *ranges);
     nranges--;

@@ -7,8 +7,8 @@
  *   enqueued (one FIFO per device). Enqueue order is a valid topological order of stream order and
  *   event waits, so a single FIFO needs no scheduler, and virtual time computed while executing in
  *   that order is deterministic for a deterministic sequence of calls.
- * - Virtual time: sim.host_ns is the host clock; every API call advances it by SIMCUDA_LAUNCH_NS. An
- *   operation starts at max(host time at enqueue, its stream's previous end, the ends of what it
+ * - Virtual time: sim.host_ns is the host clock; every API call advances it by SIMCUDA_LAUNCH_NS.
+ * An operation starts at max(host time at enqueue, its stream's previous end, the ends of what it
  *   waits for, the legacy-stream barrier, its copy engine) and lasts its modelled duration.
  */
 #ifndef SIMCUDA_SIM_H
@@ -21,30 +21,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SIM_EXPORT __attribute__((visibility("default")))
+#define SIM_EXPORT         __attribute__((visibility("default")))
 #define SIM_DRIVER_VERSION 13000
-#define SIM_GRANULE (2u << 20)   /* VMM allocation granularity, as on Hopper */
-#define SIM_MAX_DEVICES 16
-#define SIM_MANAGED_PAGE (64u << 10) /* managed-memory fault granule */
+#define SIM_GRANULE        (2u << 20) /* VMM allocation granularity, as on Hopper */
+#define SIM_MAX_DEVICES    16
+#define SIM_MANAGED_PAGE   (64u << 10) /* managed-memory fault granule */
 
 /* ---------------------------------------------------------------- configuration (config.c) */
 
 enum sim_data_mode { SIM_DATA_FULL, SIM_DATA_SPARSE };
 
 struct sim_config {
-    uint64_t device_mem;      /* SIMCUDA_DEVICE_MEM, bytes per device */
-    int devices;              /* SIMCUDA_DEVICES */
-    uint64_t launch_ns;       /* SIMCUDA_LAUNCH_NS: host cost of every API call */
-    double h2d_gbps;          /* SIMCUDA_H2D_GBPS */
-    double d2h_gbps;          /* SIMCUDA_D2H_GBPS */
-    double duplex_gbps;       /* SIMCUDA_DUPLEX_GBPS: both directions together */
-    double hbm_gbps;          /* SIMCUDA_HBM_GBPS: device-to-device copies and memsets */
-    enum sim_data_mode data;  /* SIMCUDA_DATA */
-    const char *report;       /* SIMCUDA_REPORT, or NULL */
-    const char *fail;         /* SIMCUDA_FAIL, or NULL */
+    uint64_t device_mem;     /* SIMCUDA_DEVICE_MEM, bytes per device */
+    int devices;             /* SIMCUDA_DEVICES */
+    uint64_t launch_ns;      /* SIMCUDA_LAUNCH_NS: host cost of every API call */
+    double h2d_gbps;         /* SIMCUDA_H2D_GBPS */
+    double d2h_gbps;         /* SIMCUDA_D2H_GBPS */
+    double duplex_gbps;      /* SIMCUDA_DUPLEX_GBPS: both directions together */
+    double hbm_gbps;         /* SIMCUDA_HBM_GBPS: device-to-device copies and memsets */
+    enum sim_data_mode data; /* SIMCUDA_DATA */
+    const char *report;      /* SIMCUDA_REPORT, or NULL */
+    const char *fail;        /* SIMCUDA_FAIL, or NULL */
 };
 
-/* Parses every SIMCUDA_* variable; on a malformed one prints one line naming it and returns false. */
+/* Parses every SIMCUDA_* variable; on a malformed one prints one line naming it and returns false.
+ */
 bool sim_config_load(struct sim_config *cfg);
 /* Parses "12", "64K", "2M", "141G", "1T" (powers of 1024). Returns false on anything else. */
 bool sim_parse_size(const char *text, uint64_t *out);
@@ -77,8 +78,8 @@ struct sim_ctx {
     struct sim_device *dev;
     bool primary;
     unsigned flags;
-    struct sim_stream *legacy;  /* this context's legacy default stream */
-    uint64_t blocking_end_ns;   /* latest end of work on blocking streams (legacy barrier) */
+    struct sim_stream *legacy; /* this context's legacy default stream */
+    uint64_t blocking_end_ns;  /* latest end of work on blocking streams (legacy barrier) */
     unsigned long long id;
 };
 
@@ -88,7 +89,7 @@ struct sim_device {
     int primary_refs;
     unsigned primary_flags;
     bool primary_active;
-    uint64_t used_bytes;        /* device memory in use (capacity check) */
+    uint64_t used_bytes; /* device memory in use (capacity check) */
     uint64_t peak_bytes;
     /* The executor: FIFO of operations, run by one thread. */
     struct sim_op *head, *tail;
@@ -97,8 +98,8 @@ struct sim_device {
     uint64_t enqueued_seq, done_seq;
     /* Copy engines: when each direction is next free, in virtual ns. */
     uint64_t h2d_free_ns, d2h_free_ns;
-    uint64_t max_end_ns;        /* latest virtual end of anything that ran */
-    uint64_t fault_seq;         /* seq of the first operation that failed on a fault, 0 if none */
+    uint64_t max_end_ns; /* latest virtual end of anything that ran */
+    uint64_t fault_seq;  /* seq of the first operation that failed on a fault, 0 if none */
     /* Operations that have run and may still be in flight in virtual time (for hazards). */
     /* Operations that have run and may still be in flight in virtual time (for hazards): a
      * min-heap on end_ns, so pruning what has ended costs log n per operation. */
@@ -112,15 +113,15 @@ struct sim_device {
 struct sim_stream {
     uint32_t magic;
     struct sim_ctx *ctx;
-    unsigned flags;             /* CU_STREAM_NON_BLOCKING or 0 */
+    unsigned flags; /* CU_STREAM_NON_BLOCKING or 0 */
     int priority;
-    bool legacy;                /* the context's legacy default stream */
-    bool per_thread;            /* a per-thread default stream */
+    bool legacy;     /* the context's legacy default stream */
+    bool per_thread; /* a per-thread default stream */
     bool destroyed;
-    int refs;                   /* handle + queued operations */
+    int refs; /* handle + queued operations */
     unsigned long long id;
-    uint64_t last_end_ns;       /* virtual end of the last operation that ran */
-    struct sim_op *last_op;     /* last enqueued operation (referenced), or NULL */
+    uint64_t last_end_ns;   /* virtual end of the last operation that ran */
+    struct sim_op *last_op; /* last enqueued operation (referenced), or NULL */
     /* Capture state (graph.c). */
     struct sim_capture *capture;
 };
@@ -128,7 +129,7 @@ struct sim_stream {
 struct sim_event {
     uint32_t magic;
     unsigned flags;
-    struct sim_op *record;      /* the latest record operation (referenced), or NULL */
+    struct sim_op *record; /* the latest record operation (referenced), or NULL */
     bool timing_disabled;
     /* Capture: the graph nodes this event was recorded after, while capturing (graph.c). */
     struct sim_capture *capture;
@@ -142,11 +143,11 @@ enum sim_op_kind {
     SIM_OP_KERNEL,
     SIM_OP_COPY,
     SIM_OP_MEMSET,
-    SIM_OP_RECORD,      /* event record: a point in a stream */
-    SIM_OP_WAIT,        /* a no-op with dependencies (stream waits, graph joins) */
+    SIM_OP_RECORD, /* event record: a point in a stream */
+    SIM_OP_WAIT,   /* a no-op with dependencies (stream waits, graph joins) */
     SIM_OP_HOST_FUNC,
-    SIM_OP_FREE,        /* stream-ordered free (cuMemFreeAsync) */
-    SIM_OP_PREFETCH,    /* managed-memory prefetch */
+    SIM_OP_FREE,     /* stream-ordered free (cuMemFreeAsync) */
+    SIM_OP_PREFETCH, /* managed-memory prefetch */
 };
 
 enum sim_copy_dir { SIM_H2D, SIM_D2H, SIM_D2D, SIM_H2H };
@@ -157,7 +158,7 @@ struct sim_range_ref {
 
 struct sim_kernel_op {
     struct sim_func *func;
-    void **params;              /* kernelParams as the body sees them (points into argbuf) */
+    void **params; /* kernelParams as the body sees them (points into argbuf) */
     unsigned char *argbuf;
     unsigned grid[3], block[3];
     unsigned shared_bytes;
@@ -168,7 +169,7 @@ struct sim_copy_op {
     const void *src;
     size_t bytes;
     enum sim_copy_dir dir;
-    void *staging;              /* snapshot of a pageable source, freed after the copy */
+    void *staging; /* snapshot of a pageable source, freed after the copy */
     /* 2D copies: height rows of bytes each, with pitches. */
     size_t height, dst_pitch, src_pitch;
 };
@@ -176,8 +177,8 @@ struct sim_copy_op {
 struct sim_memset_op {
     void *dst;
     unsigned value;
-    unsigned elem;              /* 1, 2 or 4 */
-    size_t count;               /* elements per row */
+    unsigned elem; /* 1, 2 or 4 */
+    size_t count;  /* elements per row */
     size_t height, pitch;
 };
 
@@ -199,16 +200,16 @@ struct sim_op {
     int refs;
     uint64_t seq;
     struct sim_device *dev;
-    struct sim_stream *stream;  /* referenced; NULL for graph-internal nodes */
-    bool stream_ordered;        /* false for graph nodes: ordering comes from deps */
+    struct sim_stream *stream; /* referenced; NULL for graph-internal nodes */
+    bool stream_ordered;       /* false for graph nodes: ordering comes from deps */
     uint64_t enq_ns, start_ns, end_ns;
     bool done;
-    bool failed;                /* did not run: sticky error, or faulted */
-    struct sim_op **deps;       /* extra dependencies (referenced) */
+    bool failed;          /* did not run: sticky error, or faulted */
+    struct sim_op **deps; /* extra dependencies (referenced) */
     int ndeps;
     struct sim_range_ref *refs_list; /* ranges this operation touches (hazards, remote, managed) */
     int nrefs;
-    struct sim_op *next;        /* FIFO link */
+    struct sim_op *next; /* FIFO link */
     union {
         struct sim_kernel_op kernel;
         struct sim_copy_op copy;
@@ -222,8 +223,16 @@ struct sim_op {
 /* ---------------------------------------------------------------- modules and functions */
 
 enum sim_param_type {
-    SIM_T_PTR, SIM_T_U8, SIM_T_U16, SIM_T_U32, SIM_T_U64, SIM_T_I32, SIM_T_I64, SIM_T_F32,
-    SIM_T_F64, SIM_T_BYTES,
+    SIM_T_PTR,
+    SIM_T_U8,
+    SIM_T_U16,
+    SIM_T_U32,
+    SIM_T_U64,
+    SIM_T_I32,
+    SIM_T_I64,
+    SIM_T_F32,
+    SIM_T_F64,
+    SIM_T_BYTES,
 };
 
 struct sim_param {
@@ -238,10 +247,10 @@ struct sim_func {
     char name[128];
     int nparams;
     struct sim_param *params;
-    size_t argbytes;            /* packed size of all parameters */
-    uint64_t default_ns;        /* ns= from the image, else 1000 */
-    int ns_param;               /* ns=param:N: duration taken from u64 parameter N, else -1 */
-    sim_kernel_body body;       /* NULL: a body-less kernel (duration only) */
+    size_t argbytes;      /* packed size of all parameters */
+    uint64_t default_ns;  /* ns= from the image, else 1000 */
+    int ns_param;         /* ns=param:N: duration taken from u64 parameter N, else -1 */
+    sim_kernel_body body; /* NULL: a body-less kernel (duration only) */
     struct sim_module *module;
 };
 
@@ -260,23 +269,23 @@ struct sim_func *sim_func_from_handle(const void *h);
 /* ---------------------------------------------------------------- memory (memory.c) */
 
 enum sim_range_kind {
-    SIM_R_DEVICE,       /* cuMemAlloc, pitch and pool allocations */
-    SIM_R_HOST,         /* cuMemHostAlloc / cuMemAllocHost: pinned host memory */
-    SIM_R_REGISTERED,   /* cuMemHostRegister */
-    SIM_R_MANAGED,      /* cuMemAllocManaged */
-    SIM_R_RESERVED,     /* cuMemAddressReserve */
+    SIM_R_DEVICE,     /* cuMemAlloc, pitch and pool allocations */
+    SIM_R_HOST,       /* cuMemHostAlloc / cuMemAllocHost: pinned host memory */
+    SIM_R_REGISTERED, /* cuMemHostRegister */
+    SIM_R_MANAGED,    /* cuMemAllocManaged */
+    SIM_R_RESERVED,   /* cuMemAddressReserve */
 };
 
-struct sim_mapping;     /* vmm.c */
+struct sim_mapping; /* vmm.c */
 
 struct sim_range {
     uint64_t base, size;
     enum sim_range_kind kind;
     int device;
     unsigned flags;
-    bool from_pool;         /* stream-ordered allocation */
-    CUmemoryPool pool;      /* the pool it came from (stream-ordered allocations) */
-    struct sim_mapping *maps; /* SIM_R_RESERVED: mappings, sorted by address */
+    bool from_pool;              /* stream-ordered allocation */
+    CUmemoryPool pool;           /* the pool it came from (stream-ordered allocations) */
+    struct sim_mapping *maps;    /* SIM_R_RESERVED: mappings, sorted by address */
     struct sim_managed *managed; /* SIM_R_MANAGED */
     unsigned long long buffer_id;
 };
@@ -285,9 +294,9 @@ struct sim_range {
 enum sim_loc { SIM_LOC_NONE, SIM_LOC_DEVICE, SIM_LOC_HOST, SIM_LOC_MANAGED };
 
 struct sim_lookup {
-    struct sim_range *range;    /* NULL: not device memory the simulator knows */
+    struct sim_range *range; /* NULL: not device memory the simulator knows */
     enum sim_loc loc;
-    bool mapped;                /* accessible from the device */
+    bool mapped;                         /* accessible from the device */
     uint64_t mapping_base, mapping_size; /* the extent of the mapping (or allocation) */
 };
 
@@ -315,7 +324,8 @@ void sim_capacity_give(struct sim_device *dev, uint64_t bytes);
 void *sim_va_reserve(uint64_t size, uint64_t align);
 void sim_va_retire(void *addr, uint64_t size);
 bool sim_va_commit(void *addr, uint64_t size);
-/* Frees a device allocation (lock held); used by cuMemFree and the executor's stream-ordered free. */
+/* Frees a device allocation (lock held); used by cuMemFree and the executor's stream-ordered free.
+ */
 void sim_free_range_locked(struct sim_range *r);
 /* Allocates linear device memory (lock held). */
 CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out);
@@ -324,8 +334,8 @@ CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool
 
 struct sim_managed {
     uint64_t pages;
-    unsigned char *resident;    /* per page: 1 if on the device */
-    int preferred;              /* CU_DEVICE_INVALID (none), CU_DEVICE_CPU or a device */
+    unsigned char *resident; /* per page: 1 if on the device */
+    int preferred;           /* CU_DEVICE_INVALID (none), CU_DEVICE_CPU or a device */
     bool accessed_by_device;
     bool read_mostly;
 };
@@ -348,20 +358,20 @@ struct sim_stats {
 
 struct sim_state {
     pthread_mutex_t lock;
-    pthread_cond_t progress;    /* broadcast whenever an operation completes or is enqueued */
+    pthread_cond_t progress; /* broadcast whenever an operation completes or is enqueued */
     struct sim_config cfg;
     bool config_ok;
-    bool initialized;           /* cuInit succeeded */
-    bool forked_child;          /* a fork after initialisation: CUDA unusable, as on a GPU */
+    bool initialized;  /* cuInit succeeded */
+    bool forked_child; /* a fork after initialisation: CUDA unusable, as on a GPU */
     CUresult init_error;
     int ndevices;
     struct sim_device devices[SIM_MAX_DEVICES];
-    _Atomic uint64_t host_ns;   /* the host's virtual clock */
+    _Atomic uint64_t host_ns; /* the host's virtual clock */
     /* A fault sets device_error at once (executors run nothing more), but the program sees it,
      * as sticky, only from a call that waited for the faulting operation (executor.c): so which
      * calls return it depends on the order of calls, never on how far the executor has got. */
-    CUresult device_error;      /* CUDA_ERROR_ILLEGAL_ADDRESS once a fault happened */
-    CUresult sticky;            /* device_error, once a synchronising call has reached it */
+    CUresult device_error; /* CUDA_ERROR_ILLEGAL_ADDRESS once a fault happened */
+    CUresult sticky;       /* device_error, once a synchronising call has reached it */
     struct sim_stats stats;
     unsigned long long next_id;
 };
@@ -439,7 +449,8 @@ CUresult sim_build_kernel_op(struct sim_func *f, struct sim_stream *s, const uns
                              const unsigned block[3], unsigned shared, void **params, void **extra,
                              struct sim_op **out);
 
-/* Fault injection (SIMCUDA_FAIL): returns the error to inject for this call of fn, or CUDA_SUCCESS. */
+/* Fault injection (SIMCUDA_FAIL): returns the error to inject for this call of fn, or CUDA_SUCCESS.
+ */
 CUresult sim_fail_check(const char *fn);
 /* Parses SIMCUDA_FAIL at cuInit; false (after one line on stderr) when malformed. */
 bool sim_fail_validate(void);

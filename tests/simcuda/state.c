@@ -41,7 +41,8 @@ static void after_fork_child(void) {
     } else {
         init_once = (pthread_once_t)PTHREAD_ONCE_INIT;
     }
-    for (int i = 0; i < SIM_MAX_DEVICES; i++) sim.devices[i].thread_started = false;
+    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+        sim.devices[i].thread_started = false;
 }
 
 static void device_setup(struct sim_device *d, int ordinal) {
@@ -59,7 +60,8 @@ static void init_once_fn(void) {
         return;
     }
     sim.ndevices = sim.cfg.devices;
-    for (int i = 0; i < sim.ndevices; i++) device_setup(&sim.devices[i], i);
+    for (int i = 0; i < sim.ndevices; i++)
+        device_setup(&sim.devices[i], i);
     sim_fault_install();
     sim_report_install();
     pthread_atfork(NULL, NULL, after_fork_child);

@@ -321,7 +321,6 @@ static CUresult stream_add_callback(CUstream h, bool pt, CUstreamCallback cb, vo
 STREAM_ENTRY_POINTS(, false)
 STREAM_ENTRY_POINTS(_ptsz, true)
 
-
 /* ------------------------------------------------------------------------------------ events */
 
 struct sim_event *sim_event_from_handle(CUevent h) {

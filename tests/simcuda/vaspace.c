@@ -57,7 +57,9 @@ void sim_va_retire(void *addr, uint64_t size) {
     r->addr = addr;
     r->size = size;
     r->next = NULL;
-    if (retired_tail != NULL) retired_tail->next = r;
-    else retired_head = r;
+    if (retired_tail != NULL)
+        retired_tail->next = r;
+    else
+        retired_head = r;
     retired_tail = r;
 }

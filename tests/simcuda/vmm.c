@@ -16,9 +16,9 @@ struct sim_phys {
     uint64_t size;
     CUmemAllocationProp prop;
     bool device_located;
-    int device;              /* owning device for capacity (device-located handles) */
-    int refs;                /* each outstanding handle reference + each mapping */
-    int handle_refs;         /* cuMemCreate/cuMemRetainAllocationHandle not yet released */
+    int device;      /* owning device for capacity (device-located handles) */
+    int refs;        /* each outstanding handle reference + each mapping */
+    int handle_refs; /* cuMemCreate/cuMemRetainAllocationHandle not yet released */
 };
 
 #define SIM_MAGIC_PHYS 0x5c7c0010u
@@ -174,7 +174,8 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (r->maps != NULL) sim_hazard_check(&sim.devices[0], r->base, r->size, sim_now());
-    while (r->maps != NULL) mapping_drop(r, r->maps);
+    while (r->maps != NULL)
+        mapping_drop(r, r->maps);
     sim_va_retire((void *)(uintptr_t)r->base, r->size);
     sim_range_remove(r);
     sim_unlock();
@@ -249,7 +250,8 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
         a += m->size;
     }
     /* The driver does not wait for queued work here: record a hazard if some is in flight. */
-    for (int d = 0; d < sim.ndevices; d++) sim_hazard_check(&sim.devices[d], ptr, size, sim_now());
+    for (int d = 0; d < sim.ndevices; d++)
+        sim_hazard_check(&sim.devices[d], ptr, size, sim_now());
     for (uint64_t a = ptr; a < ptr + size;) {
         struct sim_mapping *m = mapping_at(r, a);
         a += m->size;
@@ -261,9 +263,12 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 static int prot_for(CUmemAccess_flags f) {
     switch (f) {
-    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return PROT_READ | PROT_WRITE;
-    case CU_MEM_ACCESS_FLAGS_PROT_READ: return PROT_READ;
-    default: return PROT_NONE;
+    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+        return PROT_READ | PROT_WRITE;
+    case CU_MEM_ACCESS_FLAGS_PROT_READ:
+        return PROT_READ;
+    default:
+        return PROT_NONE;
     }
 }
 
@@ -276,8 +281,8 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     /* The process has one page protection for all devices: the most permissive device wins. */
     CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
     for (size_t i = 0; i < count; i++) {
-        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-            desc[i].location.id < 0 || desc[i].location.id >= sim.ndevices)
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
+            desc[i].location.id >= sim.ndevices)
             return CUDA_ERROR_INVALID_DEVICE;
         if (desc[i].flags > access) access = desc[i].flags;
     }

@@ -49,7 +49,8 @@ static inline int simtest_run_child(int (*fn)(void *), void *arg, const char *co
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        for (const char *const *e = env; e != NULL && *e != NULL; e++) putenv((char *)*e);
+        for (const char *const *e = env; e != NULL && *e != NULL; e++)
+            putenv((char *)*e);
         int code = fn(arg);
         /* exit, not _exit: the simulator writes SIMCUDA_REPORT from an atexit handler. */
         exit(code);

@@ -53,7 +53,8 @@ static void step(struct loop *L) {
     }
     uint64_t w = weights;
     launch(L, 300, &w, 1, pos);
-    for (int l = 0; l < LAYERS; l++) ho_la_free(L->la, L->act[l]);
+    for (int l = 0; l < LAYERS; l++)
+        ho_la_free(L->la, L->act[l]);
 }
 
 static void learns_the_step_and_plans_moves(void **state) {
@@ -64,7 +65,8 @@ static void learns_the_step_and_plans_moves(void **state) {
     ho_la_alloc(L.la, 1, 64u << 20);
     step(&L);
     assert_int_equal(ho_la_period(L.la), 0); /* first step: nothing known, lru decides */
-    for (int s = 0; s < 6; s++) step(&L);
+    for (int s = 0; s < 6; s++)
+        step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
     assert_true(ho_la_steps(L.la) >= 3); /* two alike steps before any prediction is trusted */
     /* act[0] is used at forward position 0 and backward position 2*LAYERS-1: evicted after its
@@ -84,7 +86,8 @@ static void late_restores_double_the_lead(void **state) {
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
     ho_la_alloc(L.la, 1, 64u << 20);
-    for (int s = 0; s < 6; s++) step(&L);
+    for (int s = 0; s < 6; s++)
+        step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
     /* act[0] arrives late at its backward use: its role's lead doubles, and the next steps'
      * schedule restores it earlier. */
@@ -102,7 +105,8 @@ static void no_budget_no_moves(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_alloc(L.la, 1, 64u << 20);
-    for (int s = 0; s < 8; s++) step(&L);
+    for (int s = 0; s < 8; s++)
+        step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
     assert_int_equal(L.act0_evicted_at, -1);
     assert_int_equal(L.act0_restored_at, -1);
@@ -114,11 +118,13 @@ static void a_changed_sequence_drops_the_period(void **state) {
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
     ho_la_alloc(L.la, 1, 64u << 20);
-    for (int s = 0; s < 5; s++) step(&L);
+    for (int s = 0; s < 5; s++)
+        step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
     struct ho_la_actions a;
     uint64_t w = 1;
-    for (int k = 0; k < 10; k++) ho_la_launch(L.la, 999 + (uint64_t)k, &w, 1, &a);
+    for (int k = 0; k < 10; k++)
+        ho_la_launch(L.la, 999 + (uint64_t)k, &w, 1, &a);
     assert_int_equal(ho_la_period(L.la), 0);
     ho_la_destroy(L.la);
 }
