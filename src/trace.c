@@ -40,6 +40,34 @@ uint64_t ho_trace_clock(void) {
     return c != 0 ? c : 1; /* 0 means "not tracing" to the hooks */
 }
 
+#define SELF_RING (sizeof tr.self_ring / sizeof tr.self_ring[0])
+
+/* Notes the self time when it has grown since the last sample (lock held). */
+static void self_sample(void) {
+    uint64_t self = atomic_load_explicit(&tr.self_ns, memory_order_relaxed);
+    unsigned last = (tr.self_at + SELF_RING - 1) % SELF_RING;
+    if (tr.self_n > 0 && tr.self_ring[last].self == self) return;
+    tr.self_ring[tr.self_at].clock = ho_clock_ns();
+    tr.self_ring[tr.self_at].self = self;
+    tr.self_at = (tr.self_at + 1) % SELF_RING;
+    if (tr.self_n < SELF_RING) tr.self_n++;
+}
+
+uint64_t ho_trace_clock_at(uint64_t engine_ns) {
+    /* The self time then: that of the newest sample taken at or before it. Older than every
+     * sample: 0 if none was ever dropped, else the oldest kept (an upper bound). */
+    uint64_t self = 0;
+    unsigned i = 0;
+    for (; i < tr.self_n; i++) {
+        unsigned k = (tr.self_at + SELF_RING - 1 - i) % SELF_RING;
+        self = tr.self_ring[k].self;
+        if (tr.self_ring[k].clock <= engine_ns) break;
+    }
+    if (i == tr.self_n && tr.self_n < SELF_RING) self = 0;
+    uint64_t c = engine_ns > self ? engine_ns - self : 1;
+    return c != 0 ? c : 1;
+}
+
 void ho_trace_fail(const char *why) {
     if (atomic_load(&ho_trace_state) == HO_TRACE_OFF) return;
     atomic_store(&ho_trace_state, HO_TRACE_OFF);
@@ -139,6 +167,7 @@ struct trec *ho_trace_append(enum trec_kind kind, uint64_t t0, const uint64_t *i
         tr.base = t0;
         tr.have_base = true;
     }
+    self_sample();
     struct trec *r = &tr.rec[tr.nrec++];
     memset(r, 0, sizeof *r);
     r->kind = (uint8_t)kind;
@@ -349,5 +378,47 @@ void ho_trace_step(void) {
     if (t0 == 0) return;
     pthread_mutex_lock(&tr.lock);
     ho_trace_append(TR_STEP, t0, NULL, 0);
+    pthread_mutex_unlock(&tr.lock);
+}
+
+/* ------------------------------------------------------------------ the engine's timeline */
+
+/* The buffer this thread is restoring on demand (ho_trace_demand), 0: none. */
+static _Thread_local uint64_t demand_id;
+
+void ho_trace_demand_slow(uint64_t id) {
+    demand_id = id;
+}
+
+void ho_trace_move_slow(enum ho_trace_move_kind kind, uint64_t id, uint64_t bytes,
+                        uint64_t start_ns, bool cancelled) {
+    if (kind == HO_MOVE_RESTORE && (id == 0 || id != demand_id)) kind = HO_MOVE_PREFETCH;
+    if (kind == HO_MOVE_RESTORE) demand_id = 0;
+    pthread_mutex_lock(&tr.lock);
+    uint64_t end = ho_trace_clock();
+    uint64_t start = ho_trace_clock_at(start_ns);
+    if (start > end) start = end;
+    struct trec *r = ho_trace_append(TR_MOVE, start, NULL, 0);
+    if (r != NULL) {
+        r->dir = (uint8_t)kind;
+        r->id = id;
+        r->bytes = bytes;
+        r->ns = end - start;
+        if (cancelled) r->flags |= TRF_CANCELLED;
+    }
+    pthread_mutex_unlock(&tr.lock);
+}
+
+void ho_trace_stall_slow(uint64_t id, uint64_t ns, enum ho_trace_move_kind waited_for) {
+    if (waited_for == HO_MOVE_RESTORE && (id == 0 || id != demand_id))
+        waited_for = HO_MOVE_PREFETCH;
+    pthread_mutex_lock(&tr.lock);
+    uint64_t end = ho_trace_clock();
+    struct trec *r = ho_trace_append(TR_STALL, end > ns ? end - ns : 1, NULL, 0);
+    if (r != NULL) {
+        r->dir = (uint8_t)waited_for;
+        r->id = id;
+        r->ns = ns;
+    }
     pthread_mutex_unlock(&tr.lock);
 }

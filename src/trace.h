@@ -137,4 +137,49 @@ void ho_trace_capture(int delta);
 /* A step marker (for an explicit step API). */
 void ho_trace_step(void);
 
+/* --------------------------------------------------------------- the engine's timeline */
+
+/* What the engine did, for reports (docs/trace-format.md, "The engine's timeline"): one line per
+ * move whose copy completed and per wait of the application for a move. engine.c calls these with
+ * its lock held (the trace lock is taken inside; nothing under the trace lock takes the engine's).
+ * Times given are the engine clock (ho_clock_ns); they are written on the trace clock. */
+enum ho_trace_move_kind {
+    HO_MOVE_EVICT,    /* device to host */
+    HO_MOVE_RESTORE,  /* host to device: written as "restore" when this thread named the buffer
+                         with ho_trace_demand (the application waits for it), else "prefetch" */
+    HO_MOVE_PREFETCH, /* host to device, started ahead of use */
+};
+
+void ho_trace_move_slow(enum ho_trace_move_kind kind, uint64_t id, uint64_t bytes,
+                        uint64_t start_ns, bool cancelled);
+/* A move of buffer `id` (`bytes` copied) submitted at start_ns has completed now: the copy is
+ * done (now is an upper bound of when it finished: completion is noticed at a progress point).
+ * `cancelled`: the copy ran but the buffer stayed where it was (a use came first). */
+static inline void ho_trace_move(enum ho_trace_move_kind kind, uint64_t id, uint64_t bytes,
+                                 uint64_t start_ns, bool cancelled) {
+    if (__builtin_expect(atomic_load_explicit(&ho_trace_state, memory_order_relaxed) == HO_TRACE_ON,
+                         0))
+        ho_trace_move_slow(kind, id, bytes, start_ns, cancelled);
+}
+
+void ho_trace_demand_slow(uint64_t id);
+/* This thread is about to wait for the restore of buffer `id` that a use needs now (a demand
+ * restore): its restore and the stall are labelled "demand". */
+static inline void ho_trace_demand(uint64_t id) {
+    if (__builtin_expect(atomic_load_explicit(&ho_trace_state, memory_order_relaxed) == HO_TRACE_ON,
+                         0))
+        ho_trace_demand_slow(id);
+}
+
+void ho_trace_stall_slow(uint64_t id, uint64_t ns, enum ho_trace_move_kind waited_for);
+/* The application waited `ns` (ending now) for a move of buffer `id`: an eviction making room
+ * (HO_MOVE_EVICT) or a restore (HO_MOVE_RESTORE: on demand when named by ho_trace_demand, else a
+ * prefetch that had not landed). */
+static inline void ho_trace_stall(uint64_t id, uint64_t ns, enum ho_trace_move_kind waited_for) {
+    if (__builtin_expect(ns != 0 && atomic_load_explicit(&ho_trace_state, memory_order_relaxed) ==
+                                        HO_TRACE_ON,
+                         0))
+        ho_trace_stall_slow(id, ns, waited_for);
+}
+
 #endif

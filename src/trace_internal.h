@@ -10,25 +10,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum trec_kind { TR_ALLOC, TR_FREE, TR_LAUNCH, TR_COPY, TR_SYNC, TR_WAIT, TR_STEP };
+enum trec_kind {
+    TR_ALLOC,
+    TR_FREE,
+    TR_LAUNCH,
+    TR_COPY,
+    TR_SYNC,
+    TR_WAIT,
+    TR_STEP,
+    TR_MOVE,
+    TR_STALL
+};
 enum trec_dir { TR_H2D, TR_D2H, TR_D2D };
 
-#define TRF_STREAM  0x01u /* "s" is written (optional for alloc, free, sync) */
-#define TRF_SYNC    0x02u /* a synchronous copy or memset */
-#define TRF_MEMSET  0x04u /* a memset, written as a d2d copy with one buffer */
-#define TRF_MANAGED 0x08u /* an allocation of managed memory */
-#define TRF_PENDING 0x10u /* a launch whose duration is not known yet */
+#define TRF_STREAM    0x01u /* "s" is written (optional for alloc, free, sync) */
+#define TRF_SYNC      0x02u /* a synchronous copy or memset */
+#define TRF_MEMSET    0x04u /* a memset, written as a d2d copy with one buffer */
+#define TRF_MANAGED   0x08u /* an allocation of managed memory */
+#define TRF_PENDING   0x10u /* a launch whose duration is not known yet */
+#define TRF_CANCELLED 0x20u /* a move whose copy ran but whose remap did not happen */
 
 /* One line to be written. Times are the trace clock (absolute; the first line's is subtracted
  * when written). */
 struct trec {
-    uint8_t kind, dir, flags;
-    int32_t s, on;  /* stream numbers */
-    uint32_t kname; /* launches: index in the kernel-name table */
-    uint32_t nuse;  /* launches and copies: ids at uses[use_at ...] */
+    uint8_t kind, dir, flags; /* dir: a copy's trec_dir; a move's or stall's ho_trace_move_kind */
+    int32_t s, on;            /* stream numbers */
+    uint32_t kname;           /* launches: index in the kernel-name table */
+    uint32_t nuse;            /* launches and copies: ids at uses[use_at ...] */
     size_t use_at;
     uint64_t t, d;          /* entry time, time spent in the call */
-    uint64_t id, bytes, ns; /* buffer id (alloc, free), bytes (alloc, copy), kernel duration */
+    uint64_t id, bytes, ns; /* buffer id (alloc, free, move, stall), bytes (alloc, copy, move),
+                               duration (launch, move, stall) */
     CUevent ev[2];          /* TRF_PENDING: the start and end events */
 };
 
@@ -45,6 +57,12 @@ struct trace_state {
     uint64_t base;            /* the first line's time */
     _Atomic int capturing;    /* stream captures open in the process (read without the lock) */
     _Atomic uint64_t self_ns; /* clock time spent in the trace's own driver calls */
+    /* Samples of (ho_clock_ns, self_ns) taken as self_ns grows, newest at self_at - 1: they map
+     * an engine time from the past (a move's start) to the trace clock. */
+    struct {
+        uint64_t clock, self;
+    } self_ring[1024];
+    unsigned self_at, self_n;
 };
 
 extern struct trace_state tr;
@@ -52,6 +70,9 @@ extern struct trace_state tr;
 /* The trace clock: ho_clock_ns() (virtual under simcuda) less the time the trace spent in its
  * own driver calls, so tracing does not show up as host work between the application's calls. */
 uint64_t ho_trace_clock(void);
+/* The trace clock at an earlier engine time (ho_clock_ns), from the self-time samples. Lock
+ * held. */
+uint64_t ho_trace_clock_at(uint64_t engine_ns);
 /* Brackets the trace's own driver calls (self-time accounting). */
 uint64_t ho_trace_self_begin(void);
 void ho_trace_self_end(uint64_t started);

@@ -4,13 +4,16 @@
 #include "trace_internal.h"
 
 #include "driver.h"
+#include "init.h"
 #include "log.h"
+#include "options.h"
 #include "report.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -90,9 +93,33 @@ static void write_header(void) {
     ho_trace_self_end(t);
     out_fmt("{\"hostoff_trace\":1,\"device\":{\"name\":");
     out_str(name);
+    const char *clock = clock_name();
     out_fmt(",\"mem_bytes\":%zu,\"ordinal\":%d},\"pid\":%ld,\"rank\":%ld,\"clock\":\"%s\","
-            "\"ns\":\"events\"}\n",
-            mem, (int)dev, (long)getpid(), ho_rank(), clock_name());
+            "\"ns\":\"events\"",
+            mem, (int)dev, (long)getpid(), ho_rank(), clock);
+    /* For reports: what the engine ran under. */
+    bool offload = ho_mode() == HO_MODE_OFFLOAD;
+    out_fmt(",\"mode\":\"%s\"", offload ? "offload" : "track");
+    uint64_t budget = offload ? ho_amount_resolve(&ho_options()->budget, mem) : UINT64_MAX;
+    if (budget != UINT64_MAX) out_fmt(",\"budget_bytes\":%llu", (unsigned long long)budget);
+    if (offload)
+        out_fmt(",\"policy\":\"%s\"",
+                ho_options()->policy == HO_CHOOSE_LOOKAHEAD ? "lookahead" : "lru");
+    if (strcmp(clock, "simcuda") == 0) {
+        /* The simulated link's rates (docs/simcuda.md defaults), for the link figures. */
+        static const char *const vars[] = {"SIMCUDA_H2D_GBPS", "SIMCUDA_D2H_GBPS",
+                                           "SIMCUDA_DUPLEX_GBPS"};
+        static const double defaults[] = {55, 55, 88};
+        double gbps[3];
+        for (int i = 0; i < 3; i++) {
+            const char *v = getenv(vars[i]);
+            char *end = NULL;
+            gbps[i] = v != NULL ? strtod(v, &end) : 0;
+            if (v == NULL || end == v || *end != '\0' || !(gbps[i] > 0)) gbps[i] = defaults[i];
+        }
+        out_fmt(",\"link_gbps\":{\"h2d\":%g,\"d2h\":%g,\"duplex\":%g}", gbps[0], gbps[1], gbps[2]);
+    }
+    out_fmt("}\n");
     tr.header_done = true;
 }
 
@@ -141,6 +168,22 @@ static void write_record(const struct trec *r) {
     case TR_STEP:
         out_fmt("{\"e\":\"step\",\"t\":%llu", t);
         break;
+    case TR_MOVE: /* not a call: no "d" */
+        out_fmt("{\"e\":\"%s\",\"t\":%llu,\"ns\":%llu,\"id\":%llu,\"bytes\":%llu%s}\n",
+                r->dir == HO_MOVE_EVICT     ? "evict"
+                : r->dir == HO_MOVE_RESTORE ? "restore"
+                                            : "prefetch",
+                t, (unsigned long long)r->ns, (unsigned long long)r->id,
+                (unsigned long long)r->bytes,
+                (r->flags & TRF_CANCELLED) ? ",\"cancelled\":true" : "");
+        return;
+    case TR_STALL:
+        out_fmt("{\"e\":\"stall\",\"t\":%llu,\"ns\":%llu,\"id\":%llu,\"why\":\"%s\"}\n", t,
+                (unsigned long long)r->ns, (unsigned long long)r->id,
+                r->dir == HO_MOVE_EVICT     ? "room"
+                : r->dir == HO_MOVE_RESTORE ? "demand"
+                                            : "late");
+        return;
     }
     out_fmt(",\"d\":%llu}\n", (unsigned long long)r->d);
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,7 +118,10 @@ bool cli_locate(const char *what, const char *env, const char *const *candidates
     char tried[2048] = "";
     for (const char *const *c = candidates; *c != NULL; c++) {
         char path[PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/%s", self, *c);
+        if (**c == '/')
+            snprintf(path, sizeof path, "%s", *c); /* an installed location */
+        else
+            snprintf(path, sizeof path, "%s/%s", self, *c);
         if (exists(path)) {
             char *real = realpath(path, NULL);
             snprintf(out, cap, "%s", real != NULL ? real : path);
@@ -132,4 +136,67 @@ bool cli_locate(const char *what, const char *env, const char *const *candidates
     }
     cli_error("cannot find %s (tried %s); set %s", what, tried, env);
     return false;
+}
+
+const char *const cli_lib_candidates[] = {"../interpose/libhostoff.so",
+                                          HOSTOFF_LIBDIR "/libhostoff.so", "../lib/libhostoff.so",
+                                          "../lib64/libhostoff.so", NULL};
+
+static int find_sanitizer(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *base = slash != NULL ? slash + 1 : info->dlpi_name;
+    if (strncmp(base, "libasan.so", 10) == 0 || strncmp(base, "libtsan.so", 10) == 0) {
+        snprintf(data, PATH_MAX, "%s:", info->dlpi_name);
+        return 1;
+    }
+    return 0;
+}
+
+void cli_sanitizer_preload(char *out) {
+    out[0] = '\0';
+    dl_iterate_phdr(find_sanitizer, out);
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf != NULL && (r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (n + 1 == cap) {
+            char *b2 = realloc(buf, cap *= 2);
+            if (b2 == NULL) free(buf);
+            buf = b2;
+        }
+    }
+    bool err = ferror(f) != 0;
+    fclose(f);
+    if (buf == NULL || err) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len != NULL) *len = n;
+    return buf;
+}
+
+bool cli_copy_file(const char *dir, const char *name, const char *dest) {
+    char src[PATH_MAX], tmp[PATH_MAX + 32];
+    snprintf(src, sizeof src, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dest, (long)getpid());
+    size_t len = 0;
+    char *data = cli_read_file(src, &len);
+    FILE *f = data != NULL ? fopen(tmp, "wb") : NULL;
+    bool ok = f != NULL && fwrite(data, 1, len, f) == len;
+    if (f != NULL && fclose(f) != 0) ok = false;
+    if (ok && rename(tmp, dest) != 0) ok = false;
+    if (!ok) {
+        if (f != NULL) remove(tmp);
+        cli_error("cannot write %s: %s", dest, data == NULL ? "nothing to copy" : strerror(errno));
+    }
+    free(data);
+    return ok;
 }

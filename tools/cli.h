@@ -12,6 +12,9 @@
 
 int cmd_gentrace(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 /* "hostoff: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -36,5 +39,26 @@ void cli_progress_end(struct cli_progress *p);
  * naming what was tried and the variable that overrides it, when none does. */
 bool cli_locate(const char *what, const char *env, const char *const *candidates, char *out,
                 size_t cap);
+
+/* The installed layout, relative to the hostoff binary (or absolute): set by tools/meson.build
+ * from the configured bindir, libdir and libexecdir. */
+#ifndef HOSTOFF_LIBDIR
+#define HOSTOFF_LIBDIR "../lib"
+#endif
+#ifndef HOSTOFF_LIBEXECDIR
+#define HOSTOFF_LIBEXECDIR "../libexec/hostoff"
+#endif
+
+/* Where libhostoff.so may be, relative to the hostoff binary (build and installed layouts); the
+ * variable that overrides the search is HOSTOFF_LIB. */
+extern const char *const cli_lib_candidates[];
+/* The sanitizer runtime this process runs with followed by ':' (an ASan or TSan build), or "":
+ * a library built with one can only be preloaded behind its runtime. `out` holds PATH_MAX. */
+void cli_sanitizer_preload(char *out);
+
+/* The whole file (NUL-terminated; *len without it), or NULL. Free it. */
+char *cli_read_file(const char *path, size_t *len);
+/* Copies dir/name to dest (through a temporary file and a rename); false with a message. */
+bool cli_copy_file(const char *dir, const char *name, const char *dest);
 
 #endif

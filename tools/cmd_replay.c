@@ -23,7 +23,6 @@
 #include "trace_read.h"
 
 #include <errno.h>
-#include <link.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -41,6 +40,8 @@ struct options {
     const char *budget_text;
     const char *policy;
     const char *link;
+    const char *report; /* --report: keep the library's report of the replay here */
+    const char *record; /* --record: HOSTOFF_TRACE of the replay (with the engine's timeline) */
     bool json;
     double h2d, d2h, duplex; /* GB/s */
     bool budget_none;
@@ -60,11 +61,14 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: hostoff replay TRACE [--budget none|BYTES|PCT%%] "
             "[--policy lru|lookahead|oracle]\n"
-            "                      [--link pcie5|c2c|GBPS] [--json]\n\n"
+            "                      [--link pcie5|c2c|GBPS] [--json]\n"
+            "                      [--report PATH] [--record PATH]\n\n"
             "  --budget   device bytes for the offloaded buffers (default 50%%); none: no offload\n"
             "  --policy   HOSTOFF_POLICY for the replay (default lookahead)\n"
             "  --link     host link: pcie5 (55 GB/s each way), c2c (345 GB/s), or GB/s\n"
-            "  --json     one JSON object instead of the summary\n");
+            "  --json     one JSON object instead of the summary\n"
+            "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
+            "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too)\n");
 }
 
 static int parse(int argc, char **argv, struct options *o) {
@@ -81,8 +85,9 @@ static int parse(int argc, char **argv, struct options *o) {
             o->json = true;
             continue;
         }
-        bool takes =
-            strcmp(a, "--budget") == 0 || strcmp(a, "--policy") == 0 || strcmp(a, "--link") == 0;
+        bool takes = strcmp(a, "--budget") == 0 || strcmp(a, "--policy") == 0 ||
+                     strcmp(a, "--link") == 0 || strcmp(a, "--report") == 0 ||
+                     strcmp(a, "--record") == 0;
         if (takes && i + 1 >= argc) {
             cli_error("replay: %s needs a value", a);
             return 2;
@@ -93,6 +98,10 @@ static int parse(int argc, char **argv, struct options *o) {
             o->policy = argv[++i];
         else if (strcmp(a, "--link") == 0)
             o->link = argv[++i];
+        else if (strcmp(a, "--report") == 0)
+            o->report = argv[++i];
+        else if (strcmp(a, "--record") == 0)
+            o->record = argv[++i];
         else if (a[0] == '-' && a[1] != '\0') {
             cli_error("replay: unknown option %s", a);
             usage(stderr);
@@ -177,19 +186,6 @@ __attribute__((format(printf, 3, 4))) static void setv(char **slot, size_t *n, c
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     slot[(*n)++] = strdup(buf);
-}
-
-/* A sanitizer runtime this process runs with (an ASan or TSan build), or "": a library built
- * with it can only be preloaded behind its runtime. */
-static int find_sanitizer(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    const char *slash = strrchr(info->dlpi_name, '/');
-    const char *base = slash != NULL ? slash + 1 : info->dlpi_name;
-    if (strncmp(base, "libasan.so", 10) == 0 || strncmp(base, "libtsan.so", 10) == 0) {
-        snprintf(data, PATH_MAX, "%s:", info->dlpi_name);
-        return 1;
-    }
-    return 0;
 }
 
 /* Runs the replayer; its stdout (one JSON line) into *out. */
@@ -396,13 +392,12 @@ int cmd_replay(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc != 0) return rc;
 
-    static const char *const libs[] = {"../interpose/libhostoff.so", "../lib/libhostoff.so",
-                                       "../lib64/libhostoff.so", NULL};
-    static const char *const sims[] = {"../tests/simcuda/libcuda.so.1", NULL};
-    static const char *const players[] = {"hostoff-replayer", "../libexec/hostoff/hostoff-replayer",
-                                          NULL};
+    static const char *const sims[] = {"../tests/simcuda/libcuda.so.1",
+                                       HOSTOFF_LIBEXECDIR "/simcuda/libcuda.so.1", NULL};
+    static const char *const players[] = {"hostoff-replayer",
+                                          HOSTOFF_LIBEXECDIR "/hostoff-replayer", NULL};
     char lib[PATH_MAX], sim[PATH_MAX], player[PATH_MAX];
-    if (!cli_locate("libhostoff.so", "HOSTOFF_LIB", libs, lib, sizeof lib) ||
+    if (!cli_locate("libhostoff.so", "HOSTOFF_LIB", cli_lib_candidates, lib, sizeof lib) ||
         !cli_locate("the simulated driver (libcuda.so.1)", "HOSTOFF_SIMCUDA_DIR", sims, sim,
                     sizeof sim) ||
         !cli_locate("hostoff-replayer", "HOSTOFF_REPLAYER", players, player, sizeof player))
@@ -438,8 +433,8 @@ int cmd_replay(int argc, char **argv) {
     const char *old_path = getenv("LD_LIBRARY_PATH");
     char *extra[24];
     size_t n = 0;
-    char sanitizer[PATH_MAX] = "";
-    dl_iterate_phdr(find_sanitizer, sanitizer);
+    char sanitizer[PATH_MAX];
+    cli_sanitizer_preload(sanitizer);
     setv(extra, &n, "LD_PRELOAD=%s%s", sanitizer, lib);
     setv(extra, &n, "LD_LIBRARY_PATH=%s%s%s", sim, old_path != NULL ? ":" : "",
          old_path != NULL ? old_path : "");
@@ -450,6 +445,13 @@ int cmd_replay(int argc, char **argv) {
     setv(extra, &n, "SIMCUDA_DUPLEX_GBPS=%g", o.duplex);
     setv(extra, &n, "SIMCUDA_REPORT=%s/simcuda.json", dir);
     setv(extra, &n, "HOSTOFF_REPORT=%s/hostoff.json", dir);
+    if (o.record != NULL) {
+        char rec[PATH_MAX];
+        if (o.record[0] != '/' && getcwd(rec, sizeof rec) != NULL)
+            setv(extra, &n, "HOSTOFF_TRACE=%s/%s", rec, o.record);
+        else
+            setv(extra, &n, "HOSTOFF_TRACE=%s", o.record);
+    }
     if (o.budget_none) {
         setv(extra, &n, "HOSTOFF_MODE=off");
     } else {
@@ -476,6 +478,7 @@ int cmd_replay(int argc, char **argv) {
             print_json(&o, &t, &r);
         else
             print_summary(&o, &t, &r);
+        if (o.report != NULL && !cli_copy_file(dir, "hostoff.json", o.report)) result = 1;
     }
     remove_dir(dir);
     free(child_out);

@@ -20,6 +20,8 @@ struct reader {
     size_t capev, capuses;
     struct idmap live; /* id -> bytes */
     uint64_t live_bytes;
+    struct idmap strmap; /* string hash -> index in t->strs */
+    size_t capstrs, capmoves, capstalls;
 };
 
 __attribute__((format(printf, 2, 3))) static int bad(struct reader *r, const char *fmt, ...) {
@@ -66,6 +68,107 @@ static int get_bool(struct reader *r, const struct json *o, const char *key, boo
     return 0;
 }
 
+/* The first line's optional keys: who wrote it and what the engine ran under. Wrong types are
+ * ignored (these keys describe, they are not needed to replay). */
+static int header_extras(struct reader *r, const struct json *o) {
+    struct trace *t = r->t;
+    uint64_t v;
+    if (json_get_u64(o, "rank", &v)) t->has_rank = true, t->rank = (long)v;
+    if (json_get_u64(o, "pid", &v)) t->has_pid = true, t->pid = (long)v;
+    if (json_get_u64(o, "budget_bytes", &v)) t->has_budget = true, t->budget_bytes = v;
+    t->generated = json_get(o, "generator") != NULL;
+    const struct json *s = json_get(o, "clock");
+    if (s != NULL && s->type == JSON_STRING) snprintf(t->clock, sizeof t->clock, "%s", s->str);
+    s = json_get(o, "mode");
+    if (s != NULL && s->type == JSON_STRING) snprintf(t->mode, sizeof t->mode, "%s", s->str);
+    s = json_get(o, "policy");
+    if (s != NULL && s->type == JSON_STRING) snprintf(t->policy, sizeof t->policy, "%s", s->str);
+    const struct json *link = json_get(o, "link_gbps");
+    static const char *const keys[] = {"h2d", "d2h", "duplex"};
+    double *dst[] = {&t->link_h2d, &t->link_d2h, &t->link_duplex};
+    for (int i = 0; i < 3 && link != NULL && link->type == JSON_OBJECT; i++) {
+        const struct json *x = json_get(link, keys[i]);
+        if (x != NULL && (x->type == JSON_INT || x->type == JSON_REAL) && x->real > 0)
+            *dst[i] = x->real;
+    }
+    return 0;
+}
+
+/* The index of string s in t->strs, added once (kernel names repeat on every launch). */
+static int intern(struct reader *r, const char *s, uint32_t *out) {
+    struct trace *t = r->t;
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = s; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    uint64_t idx;
+    if (idmap_get(&r->strmap, h, &idx) && strcmp(t->strs[idx], s) == 0) {
+        *out = (uint32_t)idx;
+        return 0;
+    }
+    if (t->nstrs + 1 >= r->capstrs) {
+        size_t cap = r->capstrs ? r->capstrs * 2 : 64;
+        char **p = realloc(t->strs, cap * sizeof *p);
+        if (p == NULL) return bad(r, "out of memory");
+        t->strs = p;
+        r->capstrs = cap;
+    }
+    if (t->nstrs == 0) {
+        t->strs[0] = strdup("");
+        if (t->strs[0] == NULL) return bad(r, "out of memory");
+        t->nstrs = 1;
+    }
+    char *copy = strdup(s);
+    if (copy == NULL) return bad(r, "out of memory");
+    idx = t->nstrs;
+    t->strs[t->nstrs++] = copy;
+    if (!idmap_put(&r->strmap, h, idx)) return bad(r, "out of memory");
+    *out = (uint32_t)idx;
+    return 0;
+}
+
+#define GROW(r, arr, n, cap)                                                                       \
+    do {                                                                                           \
+        if ((n) == (cap)) {                                                                        \
+            size_t c2 = (cap) ? (cap)*2 : 1024;                                                    \
+            void *p2 = realloc((arr), c2 * sizeof *(arr));                                         \
+            if (p2 == NULL) return bad((r), "out of memory");                                      \
+            (arr) = p2;                                                                            \
+            (cap) = c2;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* The engine's timeline: moves and stalls, checked like every other line. */
+static int engine_line(struct reader *r, const struct json *o, int k) {
+    struct trace *t = r->t;
+    if (k < 3) {
+        struct tmove m = {.kind = (uint8_t)k, .line = r->line};
+        if (get_uint(r, o, "t", false, &m.t, NULL) != 0 ||
+            get_uint(r, o, "ns", false, &m.ns, NULL) != 0 ||
+            get_uint(r, o, "id", false, &m.id, NULL) != 0 ||
+            get_uint(r, o, "bytes", false, &m.bytes, NULL) != 0 ||
+            get_bool(r, o, "cancelled", &m.cancelled) != 0)
+            return -1;
+        GROW(r, t->moves, t->nmoves, r->capmoves);
+        t->moves[t->nmoves++] = m;
+        return 0;
+    }
+    struct tstall st = {.line = r->line};
+    if (get_uint(r, o, "t", false, &st.t, NULL) != 0 ||
+        get_uint(r, o, "ns", false, &st.ns, NULL) != 0 ||
+        get_uint(r, o, "id", false, &st.id, NULL) != 0)
+        return -1;
+    const struct json *why = json_get(o, "why");
+    static const char *const whys[] = {"demand", "late", "room"};
+    int w = -1;
+    for (int i = 0; why != NULL && why->type == JSON_STRING && i < 3; i++)
+        if (strcmp(why->str, whys[i]) == 0) w = i;
+    if (w < 0) return bad(r, "a stall needs \"why\": \"demand\", \"late\" or \"room\"");
+    st.why = (uint8_t)w;
+    GROW(r, t->stalls, t->nstalls, r->capstalls);
+    t->stalls[t->nstalls++] = st;
+    return 0;
+}
+
 static int header(struct reader *r, const struct json *o) {
     uint64_t version = 0;
     if (o->type != JSON_OBJECT || json_get(o, "hostoff_trace") == NULL)
@@ -79,7 +182,8 @@ static int header(struct reader *r, const struct json *o) {
     const struct json *name = json_get(dev, "name");
     if (name == NULL || name->type != JSON_STRING) return bad(r, "\"device\" needs a \"name\"");
     snprintf(r->t->device_name, sizeof r->t->device_name, "%s", name->str);
-    return get_uint(r, dev, "mem_bytes", false, &r->t->mem_bytes, NULL);
+    if (get_uint(r, dev, "mem_bytes", false, &r->t->mem_bytes, NULL) != 0) return -1;
+    return header_extras(r, o);
 }
 
 static int uses(struct reader *r, const struct json *o, struct tev *e) {
@@ -116,10 +220,13 @@ static int event(struct reader *r, const struct json *o, struct tev *e, bool *kn
     const struct json *kind = json_get(o, "e");
     if (kind == NULL || kind->type != JSON_STRING) return bad(r, "missing \"e\" (the event)");
     static const char *const names[] = {"alloc", "free", "launch", "copy", "sync", "wait", "step"};
+    static const char *const engine[] = {"evict", "restore", "prefetch", "stall"};
     int k = -1;
     for (int i = 0; i < 7; i++)
         if (strcmp(kind->str, names[i]) == 0) k = i;
     *known = k >= 0;
+    for (int i = 0; k < 0 && i < 4; i++)
+        if (strcmp(kind->str, engine[i]) == 0) return engine_line(r, o, i);
     if (k < 0) return 0; /* readers ignore events they do not know */
     memset(e, 0, sizeof *e);
     e->kind = (uint8_t)k;
@@ -134,6 +241,9 @@ static int event(struct reader *r, const struct json *o, struct tev *e, bool *kn
             get_stream(r, o, "s", true, &e->s, &e->has_s) != 0 ||
             get_bool(r, o, "managed", &e->managed) != 0)
             return -1;
+        const struct json *site = json_get(o, "site");
+        if (site != NULL && site->type != JSON_STRING) return bad(r, "\"site\" must be a string");
+        if (site != NULL && intern(r, site->str, &e->str) != 0) return -1;
         if (e->bytes == 0) return bad(r, "an allocation of 0 bytes");
         if (idmap_get(&r->live, e->id, &bytes))
             return bad(r, "buffer %llu is allocated again while live", (unsigned long long)e->id);
@@ -155,7 +265,8 @@ static int event(struct reader *r, const struct json *o, struct tev *e, bool *kn
         if (name == NULL || name->type != JSON_STRING)
             return bad(r, "a launch needs \"k\" (the kernel's name)");
         if (get_stream(r, o, "s", false, &e->s, &e->has_s) != 0 ||
-            get_uint(r, o, "ns", false, &e->ns, NULL) != 0 || uses(r, o, e) != 0)
+            get_uint(r, o, "ns", false, &e->ns, NULL) != 0 || uses(r, o, e) != 0 ||
+            intern(r, name->str, &e->str) != 0)
             return -1;
         r->t->launches++;
         return 0;
@@ -257,6 +368,7 @@ int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
     fclose(f);
     out->lines = r.line;
     idmap_free(&r.live);
+    idmap_free(&r.strmap);
     if (rc != 0) trace_free(out);
     return rc;
 }
@@ -264,7 +376,15 @@ int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
 void trace_free(struct trace *t) {
     free(t->ev);
     free(t->uses);
+    free(t->moves);
+    free(t->stalls);
+    for (size_t i = 0; i < t->nstrs; i++)
+        free(t->strs[i]);
+    free(t->strs);
     t->ev = NULL;
     t->uses = NULL;
-    t->n = t->nuses = 0;
+    t->moves = NULL;
+    t->stalls = NULL;
+    t->strs = NULL;
+    t->n = t->nuses = t->nmoves = t->nstalls = t->nstrs = 0;
 }

@@ -33,7 +33,15 @@ SCHEMA = {
     "sync": ({"t": UINT}, {"s": UINT}),
     "wait": ({"t": UINT, "s": UINT, "on": UINT}, {}),
     "step": ({"t": UINT}, {}),
+    # The engine's timeline (offload mode): moves whose copy completed, and stalls. Not calls:
+    # no "d"; ids are not checked against lifetimes (a move completes after a free is noted).
+    "evict": ({"t": UINT, "ns": UINT, "id": UINT, "bytes": UINT}, {"cancelled": BOOL}),
+    "restore": ({"t": UINT, "ns": UINT, "id": UINT, "bytes": UINT}, {"cancelled": BOOL}),
+    "prefetch": ({"t": UINT, "ns": UINT, "id": UINT, "bytes": UINT}, {"cancelled": BOOL}),
+    "stall": ({"t": UINT, "ns": UINT, "id": UINT, "why": STR}, {}),
 }
+ENGINE = ("evict", "restore", "prefetch", "stall")
+STALL_WHY = ("demand", "late", "room")
 COMMON_OPTIONAL = {"d": UINT}
 COPY_DIRS = ("h2d", "d2h", "d2d")
 
@@ -61,6 +69,7 @@ class Trace:
     def __init__(self):
         self.header = None
         self.events = []  # (line number, dict)
+        self.engine = []  # the engine's timeline: (line number, dict)
         self.peak = 0
         self.problems = []  # "LINE: what"
 
@@ -115,6 +124,12 @@ def validate(path):
                     t.problems.append(f"{n}: {kind}: \"{key}\" must be a {ty}")
                     bad = True
             if bad:
+                continue
+            if kind in ENGINE:
+                if kind == "stall" and obj["why"] not in STALL_WHY:
+                    t.problems.append(f"{n}: stall: \"why\" must be one of {STALL_WHY}")
+                else:
+                    t.engine.append((n, obj))
                 continue
             if kind == "copy" and obj["dir"] not in COPY_DIRS:
                 t.problems.append(f"{n}: copy: \"dir\" must be one of {COPY_DIRS}")

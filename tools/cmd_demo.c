@@ -1,0 +1,279 @@
+/* hostoff demo [-o DIR] [--budget PCT%|BYTES] [--policy lru|lookahead] [--link L] [--steps N]
+ *
+ * The main job on the embedded default, start to finish in seconds: a GPT training job's trace
+ * (hostoff gen-trace gpt, sized to replay quickly), replayed through the real libhostoff.so on
+ * the simulated H200 without offload (the baseline) and under a budget below its peak, which
+ * forces offload (the step times compare these two), then once more under the budget with the
+ * library's report and trace recorded; then the HTML report and the Perfetto trace of that run
+ * (hostoff report), and a summary. Each step runs this same hostoff
+ * binary as a child, so what it does is what the subcommands do. */
+#include "cli.h"
+#include "cli_opts.h"
+#include "json.h"
+#include "profile.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The model: activations dominate, so offload has something worth moving; 6 steps let the
+ * lookahead policy learn the step. About 3000 events: a replay takes a fraction of a second. */
+static const char *const GPT_ARGS[] = {"--layers", "8",     "--hidden", "1024",          "--heads",
+                                       "8",        "--seq", "4096",     "--micro-batch", "8",
+                                       "--vocab",  "32000", NULL};
+
+const struct cli_opt demo_opts[] = {
+    {"o", "DIR", "hostoff-demo", "where the trace, the reports and the HTML page go", NULL},
+    {"budget", "PCT%|BYTES", "85%",
+     "device memory for the job's buffers: a share of its peak, or a size (K, M, G, T)", NULL},
+    {"policy", "lru|lookahead", "lookahead", "HOSTOFF_POLICY of the replay", NULL},
+    {"link", "pcie5|c2c|GBPS", "pcie5",
+     "the host link: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345), or GB/s", NULL},
+    {"steps", "N", "6", "training steps", NULL},
+};
+const size_t ndemo_opts = sizeof demo_opts / sizeof demo_opts[0];
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: hostoff demo [options]\n\n"
+               "Generates a GPT training trace, replays it on the simulated H200 without offload "
+               "and under a budget that\n"
+               "forces offload (the library's report and trace recorded), renders the HTML report "
+               "and prints a summary.\n\noptions:\n");
+    cli_opts_help(f, demo_opts, ndemo_opts);
+}
+
+/* Runs this binary with args; its stdout into *out when out != NULL (else inherited). Returns
+ * the exit status, -1 when it could not run. */
+static int run_self(char *const *args, char **out) {
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return -1;
+    self[len] = '\0';
+    int fds[2] = {-1, -1};
+    if (out != NULL && pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (out != NULL) {
+            dup2(fds[1], STDOUT_FILENO);
+            close(fds[0]);
+            close(fds[1]);
+        }
+        execv(self, args);
+        _exit(127);
+    }
+    if (out != NULL) {
+        close(fds[1]);
+        size_t cap = 4096, n = 0;
+        char *buf = malloc(cap);
+        ssize_t r;
+        while (buf != NULL && (r = read(fds[0], buf + n, cap - n - 1)) != 0) {
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                break;
+            }
+            n += (size_t)r;
+            if (n + 1 == cap) {
+                char *b2 = realloc(buf, cap *= 2);
+                if (b2 == NULL) free(buf);
+                buf = b2;
+            }
+        }
+        close(fds[0]);
+        if (buf != NULL) buf[n] = '\0';
+        *out = buf;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static struct json *parse_out(const char *text) {
+    char err[128];
+    return text != NULL ? json_parse(text, strlen(text), err, sizeof err) : NULL;
+}
+
+static double num(const struct json *o, const char *key) {
+    const struct json *v = o != NULL ? json_get(o, key) : NULL;
+    return v != NULL && (v->type == JSON_INT || v->type == JSON_REAL) ? v->real : 0;
+}
+
+static void step(bool tty, int k, const char *what) {
+    if (tty) fprintf(stderr, "demo [%d/5] %s\n", k, what);
+}
+
+int cmd_demo(int argc, char **argv) {
+    const char *dir = "hostoff-demo", *budget = "85%", *policy = "lookahead", *link = "pcie5";
+    const char *steps = "6";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        const char **slot = strcmp(a, "-o") == 0         ? &dir
+                            : strcmp(a, "--budget") == 0 ? &budget
+                            : strcmp(a, "--policy") == 0 ? &policy
+                            : strcmp(a, "--link") == 0   ? &link
+                            : strcmp(a, "--steps") == 0  ? &steps
+                                                         : NULL;
+        if (slot == NULL) {
+            cli_error("demo: unknown argument %s", a);
+            usage(stderr);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            cli_error("demo: %s needs a value", a);
+            return 2;
+        }
+        *slot = argv[++i];
+    }
+    if (strcmp(budget, "none") == 0) {
+        cli_error("demo: --budget none would move nothing; give a share of the peak or a size");
+        return 2;
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        cli_error("demo: cannot create %s: %s", dir, strerror(errno));
+        return 1;
+    }
+    bool tty = isatty(STDERR_FILENO) == 1;
+    char trace[PATH_MAX], rep[PATH_MAX], rec[PATH_MAX];
+    snprintf(trace, sizeof trace, "%s/gpt.jsonl", dir);
+    snprintf(rep, sizeof rep, "%s/replay-report.json", dir);
+    snprintf(rec, sizeof rec, "%s/replay-trace.jsonl", dir);
+
+    /* 1. The training job's trace. */
+    step(tty, 1, "generating a GPT training trace");
+    char *gen[32] = {"hostoff", "gen-trace", "gpt"};
+    int ng = 3;
+    for (int k = 0; GPT_ARGS[k] != NULL; k++)
+        gen[ng++] = (char *)GPT_ARGS[k];
+    gen[ng++] = "--steps";
+    gen[ng++] = (char *)steps;
+    gen[ng++] = "-o";
+    gen[ng++] = trace;
+    gen[ng] = NULL;
+    char *gen_out = NULL;
+    if (run_self(gen, &gen_out) != 0) {
+        cli_error("demo: hostoff gen-trace failed");
+        free(gen_out);
+        return 1;
+    }
+    free(gen_out);
+
+    /* 2. The baseline: no offload. */
+    step(tty, 2, "replaying it without offload (the baseline)");
+    char *base_args[] = {"hostoff", "replay",     trace,    "--budget", "none",
+                         "--link",  (char *)link, "--json", NULL};
+    char *base_out = NULL;
+    int rc = run_self(base_args, &base_out);
+    struct json *base = rc == 0 ? parse_out(base_out) : NULL;
+    free(base_out);
+    if (base == NULL) {
+        cli_error("demo: the baseline replay failed");
+        return 1;
+    }
+
+    /* 3. Under the budget, as the baseline ran: no trace, whose own driver calls would cost the
+     * simulated host time (the step times compare these two). */
+    step(tty, 3, "replaying it under the budget");
+    char *plain_args[] = {"hostoff",  "replay",       trace,    "--budget",   (char *)budget,
+                          "--policy", (char *)policy, "--link", (char *)link, "--json",
+                          NULL};
+    char *plain_out = NULL;
+    rc = run_self(plain_args, &plain_out);
+    struct json *plain = rc == 0 ? parse_out(plain_out) : NULL;
+    free(plain_out);
+    if (plain == NULL) {
+        cli_error("demo: the replay under the budget failed");
+        json_free(base);
+        return 1;
+    }
+
+    /* 4. Again, recording the library's report and trace for the report. */
+    step(tty, 4, "replaying it under the budget again, recording the report and the trace");
+    char *off_args[] = {
+        "hostoff",      "replay", trace,        "--budget", (char *)budget, "--policy",
+        (char *)policy, "--link", (char *)link, "--json",   "--report",     rep,
+        "--record",     rec,      NULL};
+    char *off_out = NULL;
+    rc = run_self(off_args, &off_out);
+    struct json *off = rc == 0 ? parse_out(off_out) : NULL;
+    free(off_out);
+    if (off == NULL) {
+        cli_error("demo: the recorded replay under the budget failed");
+        json_free(base);
+        json_free(plain);
+        return 1;
+    }
+
+    /* 5. The report. */
+    step(tty, 5, "rendering the report");
+    char *inputs[] = {rep, rec};
+    struct profile *ps = NULL;
+    size_t n = 0;
+    char html[PATH_MAX + 300], perfetto[PATH_MAX + 300];
+    if (prof_load(inputs, 2, NULL, trace, &ps, &n) != 0 ||
+        prof_write_files(ps, n, inputs, 2, dir, "hostoff-demo", html, perfetto, sizeof html) != 0) {
+        prof_free(ps, n);
+        json_free(base);
+        json_free(plain);
+        json_free(off);
+        return 1;
+    }
+    const struct profile *p = &ps[0];
+    char a[32], b[32], c[32];
+    printf("hostoff demo: a GPT training job (8 layers, width 1024, 8 x 4096 tokens a step, bf16, "
+           "Adam) on the simulated H200\n\n");
+    prof_bytes((uint64_t)num(off, "trace_peak_bytes"), a, sizeof a);
+    printf("  job         %s steps, %.0f kernel launches, %s of buffers at peak\n", steps,
+           num(off, "launches"), a);
+    prof_bytes((uint64_t)num(off, "budget_bytes"), b, sizeof b);
+    printf("  budget      %s (%s of the peak), policy %s, link %s (%g GB/s each way)\n", b, budget,
+           policy, link, num(off, "h2d_gbps"));
+    uint64_t saved = p->live_peak > p->device_peak ? p->live_peak - p->device_peak : 0;
+    prof_bytes(p->device_peak, a, sizeof a);
+    prof_bytes(p->live_peak, b, sizeof b);
+    prof_bytes(saved, c, sizeof c);
+    printf("  memory      the device held at most %s instead of %s: %s saved (%.0f%%)\n", a, b, c,
+           p->live_peak > 0 ? 100.0 * (double)saved / (double)p->live_peak : 0.0);
+    prof_bytes(p->moved_to_host, a, sizeof a);
+    prof_bytes(p->moved_to_device, b, sizeof b);
+    printf("  moved       %s to host, %s back (%llu evictions, %llu restores on demand, %llu "
+           "prefetches)\n",
+           a, b, (unsigned long long)p->evictions, (unsigned long long)p->demand,
+           (unsigned long long)p->prefetches);
+    prof_time(p->stall_ns, a, sizeof a);
+    prof_time(p->t_end, b, sizeof b);
+    printf("  stalls      %s of %s (%.0f%%); %llu of %llu prefetches landed late\n", a, b,
+           p->t_end > 0 ? 100.0 * (double)p->stall_ns / (double)p->t_end : 0.0,
+           (unsigned long long)p->late, (unsigned long long)p->prefetches);
+    double s0 = num(base, "steady_step_ns"), s1 = num(plain, "steady_step_ns");
+    prof_time((uint64_t)s1, a, sizeof a);
+    prof_time((uint64_t)s0, b, sizeof b);
+    printf("  step time   %s under the budget, %s without offload (%.2fx; steady state, "
+           "untraced replays)\n",
+           a, b, s0 > 0 ? s1 / s0 : 0.0);
+    double bad = num(off, "illegal_accesses") + num(off, "hazards") +
+                 num(plain, "illegal_accesses") + num(plain, "hazards");
+    if (bad > 0) printf("  WARNING     the simulator saw %.0f illegal accesses or hazards\n", bad);
+    char tips[1][512];
+    if (prof_suggest(p, tips, 1) == 1) printf("  next        %s\n", tips[0]);
+    printf("\n  report      %s\n", html);
+    if (perfetto[0] != '\0')
+        printf("  perfetto    %s   (open it in https://ui.perfetto.dev)\n", perfetto);
+    printf("  inputs      %s (the job), %s and %s (the replay's report and trace)\n", trace, rep,
+           rec);
+    prof_free(ps, n);
+    json_free(base);
+    json_free(plain);
+    json_free(off);
+    return 0;
+}
