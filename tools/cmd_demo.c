@@ -31,7 +31,7 @@ const struct cli_opt demo_opts[] = {
     {"o", "DIR", "hostoff-demo", "where the trace, the reports and the HTML page go", NULL},
     {"budget", "PCT%|BYTES", "85%",
      "device memory for the job's buffers: a share of its peak, or a size (K, M, G, T)", NULL},
-    {"policy", "lru|lookahead", "lookahead", "HOSTOFF_POLICY of the replay", NULL},
+    {"policy", "lru|lookahead", "lru", "HOSTOFF_POLICY of the replay", NULL},
     {"link", "pcie5|c2c|GBPS", "pcie5",
      "the host link: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345), or GB/s", NULL},
     {"steps", "N", "6", "training steps", NULL},
@@ -110,7 +110,7 @@ static void step(bool tty, int k, const char *what) {
 }
 
 int cmd_demo(int argc, char **argv) {
-    const char *dir = "hostoff-demo", *budget = "85%", *policy = "lookahead", *link = "pcie5";
+    const char *dir = "hostoff-demo", *budget = "85%", *policy = "lru", *link = "pcie5";
     const char *steps = "6";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

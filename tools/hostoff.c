@@ -17,7 +17,7 @@ const struct cli_subcommand cli_subcommands[] = {
     {"gen-trace", cmd_gentrace, "PRESET [options] -o FILE",
      "write the trace of a synthetic training job (gpt, deepseek)"},
     {"replay", cmd_replay,
-     "TRACE [--budget none|BYTES|PCT%] [--policy lru|lookahead|oracle] [--link L] [--json] "
+     "TRACE [--budget none|BYTES|PCT%] [--policy lru|lookahead] [--link L] [--json] "
      "[--report PATH] [--record PATH]",
      "replay a trace through libhostoff.so on the simulated driver"},
 };
