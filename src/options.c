@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include "log.h"
+#include "sizes.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -29,40 +30,7 @@ static int enum_index(const char *values, const char *text) {
 }
 
 bool ho_parse_size(const char *text, uint64_t *out) {
-    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0) return false;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end != '\0' || (shift != 0 && v > (UINT64_MAX >> shift))) return false;
-    *out = (uint64_t)v << shift;
-    return true;
+    return ho_parse_size_text(text, true, out);
 }
 
 bool ho_parse_amount(const char *text, struct ho_amount *out) {

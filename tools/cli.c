@@ -1,6 +1,8 @@
 /* Helpers shared by the hostoff subcommands (see cli.h). */
 #include "cli.h"
 
+#include "sizes.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <link.h>
@@ -21,42 +23,7 @@ void cli_error(const char *fmt, ...) {
 }
 
 bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out) {
-    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0) return false;
-    unsigned shift = 0;
-    if (suffixes) {
-        switch (*end) {
-        case 'k':
-        case 'K':
-            shift = 10;
-            end++;
-            break;
-        case 'm':
-        case 'M':
-            shift = 20;
-            end++;
-            break;
-        case 'g':
-        case 'G':
-            shift = 30;
-            end++;
-            break;
-        case 't':
-        case 'T':
-            shift = 40;
-            end++;
-            break;
-        default:
-            break;
-        }
-        if (*end == 'B' || *end == 'b') end++;
-    }
-    if (*end != '\0' || (shift != 0 && v > (UINT64_MAX >> shift))) return false;
-    *out = (uint64_t)v << shift;
-    return true;
+    return ho_parse_size_text(text, suffixes, out);
 }
 
 void cli_format_bytes(uint64_t bytes, char *buf, size_t cap) {

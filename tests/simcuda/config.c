@@ -4,6 +4,7 @@
  * fails with CUDA_ERROR_INVALID_VALUE, as the contract says, so a test never runs on a silently
  * different machine model. */
 #include "sim.h"
+#include "sizes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,45 +14,7 @@
 #include <string.h>
 
 bool sim_parse_size(const char *text, uint64_t *out) {
-    if (text == NULL || *text == '\0') return false;
-    errno = 0;
-    char *end = NULL;
-    unsigned long long v = strtoull(text, &end, 10);
-    /* strtoull skips blanks and takes a sign, so " -1" would wrap to a huge size: a value
-     * must start with its first digit. */
-    if (errno != 0 || end == text || !isdigit((unsigned char)text[0])) return false;
-    unsigned shift = 0;
-    switch (*end) {
-    case '\0':
-        break;
-    case 'k':
-    case 'K':
-        shift = 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        end++;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        end++;
-        break;
-    default:
-        return false;
-    }
-    if (*end == 'B' || *end == 'b') end++; /* "2GB" reads as 2 GiB, like "2G" */
-    if (*end != '\0') return false;
-    if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
-    *out = (uint64_t)v << shift;
-    return true;
+    return ho_parse_size_text(text, true, out);
 }
 
 static bool parse_u64(const char *text, uint64_t *out) {
