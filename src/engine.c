@@ -620,16 +620,37 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
      * so try again while attempts still start moves, a bounded number of times. */
     for (int attempt = 0; attempt < 16; attempt++) {
         size_t started = evict_for(d, need, protect, nprotect, &host_full);
+        bool waited = false;
         while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL) {
             *stall += wait_move(d->head[HO_Q_EVICT]->m);
             cache_trim(d, need, d->budget); /* a completed free may have landed in the cache */
+            waited = true;
         }
         if (d->resident + need <= d->budget) return ROOM_OK;
         if (host_full) break;
+        /* Still short: moves that landed (a prefetch, or an eviction a use cancelled) left
+         * candidates behind; go round again unless this round changed nothing. */
         if (d->head[HO_Q_RESTORE] != NULL)
-            *stall += wait_move(d->head[HO_Q_RESTORE]->m); /* a prefetch landing: a candidate */
-        else if (started == 0)
+            *stall += wait_move(d->head[HO_Q_RESTORE]->m);
+        else if (started == 0 && !waited)
             break;
+    }
+    if (!host_full && ho_log_enabled(HO_LOG_DEBUG)) {
+        unsigned moving = 0, held = 0, resident = 0;
+        for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
+            if (dev_of(m) != d || atomic_load(&m->state) != HO_RESIDENT) continue;
+            resident++;
+            if (m->tr != NULL)
+                moving++;
+            else if (m->pinned || protected_buf(m, protect, nprotect))
+                held++;
+        }
+        ho_log(HO_LOG_DEBUG,
+               "no room for %llu bytes: %llu resident of a %llu budget (%llu cached, %llu "
+               "leaving); %u resident buffers: %u with a move in flight, %u pinned or in use",
+               (unsigned long long)need, (unsigned long long)d->resident,
+               (unsigned long long)d->budget, (unsigned long long)d->cached,
+               (unsigned long long)d->evicting, resident, moving, held);
     }
     return host_full ? ROOM_OVER_LIMIT : ROOM_NONE;
 }
