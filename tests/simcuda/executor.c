@@ -92,6 +92,7 @@ void sim_op_enqueue(struct sim_op *op) {
     op->enq_ns = sim_now();
     op->seq = ++dev->enqueued_seq;
     op->refs++; /* the queue's reference, dropped by the executor */
+    if (op->kind == SIM_OP_FREE) dev->frees_queued++; /* graph launches' free nodes too */
     if (op->stream != NULL && op->stream_ordered) {
         op->refs++;
         sim_op_release(op->stream->last_op);
@@ -422,8 +423,9 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         struct sim_range *r = sim_range_find(op->u.free_addr);
         if (r != NULL && r->base == op->u.free_addr) {
             hazard_scan(op->dev, r->base, r->size, *start, op);
-            sim_free_range_locked(r);
+            sim_free_range_at(r, *start);
         }
+        op->dev->frees_queued--;
         break;
     }
     case SIM_OP_PREFETCH: {

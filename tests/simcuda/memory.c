@@ -45,6 +45,7 @@ void sim_lookup(uint64_t addr, struct sim_lookup *out) {
 /* Allocates device memory (lock held). */
 CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out) {
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    sim_capacity_settle(dev);
     if (!sim_capacity_take(dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t vsz = va_size(bytes);
     void *p = sim_va_reserve(vsz, alloc_align(bytes));
@@ -63,12 +64,29 @@ CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool
     return CUDA_SUCCESS;
 }
 
-void sim_free_range_locked(struct sim_range *r) {
+static void free_range(struct sim_range *r, bool now, uint64_t at_ns) {
     sim_pool_forget(r); /* cuMemFree of a stream-ordered allocation is allowed (it syncs) */
     if (r->kind == SIM_R_MANAGED) sim_managed_free(r);
-    if (r->kind == SIM_R_DEVICE) sim_capacity_give(&sim.devices[r->device], r->size);
-    sim_va_retire((void *)(uintptr_t)r->base, va_size(r->size));
+    void *va = (void *)(uintptr_t)r->base;
+    uint64_t vsz = va_size(r->size);
+    if (r->kind == SIM_R_DEVICE && !now) {
+        /* Freed at virtual time at_ns: unreachable at once (later work faults on it), but neither
+         * its bytes nor its addresses serve an allocation made before that time. */
+        sim_va_close(va, vsz);
+        sim_capacity_give_at(&sim.devices[r->device], r->size, at_ns, va, vsz);
+    } else {
+        if (r->kind == SIM_R_DEVICE) sim_capacity_give(&sim.devices[r->device], r->size);
+        sim_va_retire(va, vsz);
+    }
     sim_range_remove(r);
+}
+
+void sim_free_range_locked(struct sim_range *r) {
+    free_range(r, true, 0);
+}
+
+void sim_free_range_at(struct sim_range *r, uint64_t at_ns) {
+    free_range(r, false, at_ns);
 }
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
@@ -124,6 +142,7 @@ SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     if (rc != CUDA_SUCCESS) return rc;
     if (free_bytes == NULL || total == NULL) return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
+    sim_capacity_settle(c->dev);
     *total = sim.cfg.device_mem;
     *free_bytes = sim.cfg.device_mem - c->dev->used_bytes;
     sim_unlock();

@@ -91,6 +91,16 @@ struct sim_device {
     bool primary_active;
     uint64_t used_bytes; /* device memory in use (capacity check) */
     uint64_t peak_bytes;
+    /* Stream-ordered frees that have run: their bytes become free at their virtual time, not at
+     * the wall-clock moment the executor got to them, so the footprint and its peak depend only on
+     * the order of calls. */
+    struct sim_release {
+        uint64_t bytes, at_ns;
+        void *va; /* the address range, offered for reuse only then too */
+        uint64_t va_size;
+    } * releases;
+    size_t nreleases, cap_releases;
+    uint64_t frees_queued; /* stream-ordered frees enqueued and not yet run */
     /* The executor: FIFO of operations, run by one thread. */
     struct sim_op *head, *tail;
     pthread_t thread;
@@ -318,15 +328,26 @@ void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out);
 /* Device capacity accounting (lock held): false when it would exceed SIMCUDA_DEVICE_MEM. */
 bool sim_capacity_take(struct sim_device *dev, uint64_t bytes);
 void sim_capacity_give(struct sim_device *dev, uint64_t bytes);
+/* Frees `bytes` at virtual time at_ns (the executor's stream-ordered frees). */
+void sim_capacity_give_at(struct sim_device *dev, uint64_t bytes, uint64_t at_ns, void *va,
+                          uint64_t va_size);
+/* Host side, before reading or changing the footprint: lets queued stream-ordered frees run
+ * (wall clock only), then applies every release whose virtual time has come (lock held). */
+void sim_capacity_settle(struct sim_device *dev);
 
 /* Virtual-address space: reserve a PROT_NONE range; release it back to PROT_NONE (kept reserved,
  * reused later, so that stale device pointers fault rather than hit unrelated host memory). */
 void *sim_va_reserve(uint64_t size, uint64_t align);
 void sim_va_retire(void *addr, uint64_t size);
+/* The two halves of retiring: make it PROT_NONE now; offer it for reuse later. */
+void sim_va_close(void *addr, uint64_t size);
+void sim_va_recycle(void *addr, uint64_t size);
 bool sim_va_commit(void *addr, uint64_t size);
 /* Frees a device allocation (lock held); used by cuMemFree and the executor's stream-ordered free.
  */
 void sim_free_range_locked(struct sim_range *r);
+/* The same for a stream-ordered free run by the executor at virtual time at_ns. */
+void sim_free_range_at(struct sim_range *r, uint64_t at_ns);
 /* Allocates linear device memory (lock held). */
 CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out);
 

@@ -49,9 +49,12 @@ bool sim_va_commit(void *addr, uint64_t size) {
     return mmap(addr, size, PROT_READ | PROT_WRITE, map_flags | MAP_FIXED, -1, 0) != MAP_FAILED;
 }
 
-void sim_va_retire(void *addr, uint64_t size) {
+void sim_va_close(void *addr, uint64_t size) {
     /* Replacing the mapping drops its pages and leaves the range PROT_NONE. */
     mmap(addr, size, PROT_NONE, map_flags | MAP_FIXED, -1, 0);
+}
+
+void sim_va_recycle(void *addr, uint64_t size) {
     struct retired *r = malloc(sizeof *r);
     if (r == NULL) return; /* the range stays PROT_NONE forever: safe, merely unused */
     r->addr = addr;
@@ -62,4 +65,9 @@ void sim_va_retire(void *addr, uint64_t size) {
     else
         retired_head = r;
     retired_tail = r;
+}
+
+void sim_va_retire(void *addr, uint64_t size) {
+    sim_va_close(addr, size);
+    sim_va_recycle(addr, size);
 }

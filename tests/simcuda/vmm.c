@@ -92,6 +92,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     p->handle_refs = 1;
     if (on_device) {
         sim_lock();
+        sim_capacity_settle(&sim.devices[device]);
         bool ok = sim_capacity_take(&sim.devices[device], size);
         sim_unlock();
         if (!ok) {
