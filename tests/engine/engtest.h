@@ -19,30 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../progcheck.h"
+
 #define MIB (1ull << 20)
-
-static inline void eng_fail_rc(CUresult rc, const char *what, const char *file, int line) {
-    fprintf(stderr, "%s:%d: %s failed: CUresult %d\n", file, line, what, (int)rc);
-    exit(1);
-}
-
-/* A driver call that must succeed. */
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult ck_rc_ = (call);                                                                  \
-        if (ck_rc_ != CUDA_SUCCESS) eng_fail_rc(ck_rc_, #call, __FILE__, __LINE__);                \
-    } while (0)
-
-/* A condition that must hold. */
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* The value of word i of buffer `id` at `version`. */
 static inline uint64_t eng_word(uint64_t id, uint64_t version, uint64_t i) {

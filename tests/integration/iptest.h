@@ -12,29 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Only the number: some programs reach the driver through dlopen and cannot call cuGetErrorName. */
-static inline void ip_fail_rc(CUresult rc, const char *what, const char *file, int line) {
-    fprintf(stderr, "%s:%d: %s failed: CUresult %d\n", file, line, what, (int)rc);
-    exit(1);
-}
-
-/* A driver call that must succeed. */
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult ck_rc_ = (call);                                                                  \
-        if (ck_rc_ != CUDA_SUCCESS) ip_fail_rc(ck_rc_, #call, __FILE__, __LINE__);                 \
-    } while (0)
-
-/* A condition that must hold. */
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "../progcheck.h"
 
 /* cuInit, then device `ordinal`'s primary context made current; returns the context. */
 static inline CUcontext ip_primary(int ordinal) {
