@@ -32,4 +32,15 @@ static inline void progcheck_fail_rc(CUresult rc, const char *what, const char *
         }                                                                                          \
     } while (0)
 
+/* cuInit, then device `ordinal`'s primary context made current; returns the context. */
+static inline CUcontext progcheck_primary(int ordinal) {
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, ordinal));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
 #endif

@@ -21,6 +21,8 @@
 
 #include "../progcheck.h"
 
+#define eng_primary(ordinal) progcheck_primary(ordinal)
+
 #define MIB (1ull << 20)
 
 /* The value of word i of buffer `id` at `version`. */
@@ -65,17 +67,6 @@ static inline CUresult eng_launch(CUfunction f, CUstream s, CUdeviceptr buf, uin
     uint64_t words = bytes / 8;
     void *args[] = {&buf, &id, &version, &words};
     return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
-}
-
-/* cuInit, then device `ordinal`'s primary context made current; returns the context. */
-static inline CUcontext eng_primary(int ordinal) {
-    CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, ordinal));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
-    return ctx;
 }
 
 /* Copies the buffer back with a synchronous copy and counts words that do not hold `version`. */

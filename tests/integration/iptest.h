@@ -14,16 +14,7 @@
 
 #include "../progcheck.h"
 
-/* cuInit, then device `ordinal`'s primary context made current; returns the context. */
-static inline CUcontext ip_primary(int ordinal) {
-    CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, ordinal));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
-    return ctx;
-}
+#define ip_primary(ordinal) progcheck_primary(ordinal)
 
 /* FNV-1a over bytes: the data lines the harness compares across runs. */
 static inline uint64_t ip_hash(const void *p, size_t n) {

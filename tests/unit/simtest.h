@@ -25,6 +25,27 @@
     } while (0)
 #define CU_OK(call) CU_EXPECT(CUDA_SUCCESS, call)
 
+/* Checks inside a forked child: cmocka's assertions would jump back into the parent's test frame
+ * and carry on running the parent's tests in the child, so a child reports the failing line on
+ * stderr and returns a code below 128 from its function instead. */
+#define C_CHECK(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            return 100;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define C_EXPECT(want, call)                                                                       \
+    do {                                                                                           \
+        CUresult rc_ = (call);                                                                     \
+        if (rc_ != (want)) {                                                                       \
+            fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call,     \
+                    (int)rc_, (int)(want));                                                        \
+            return 101;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define C_OK(call) C_EXPECT(CUDA_SUCCESS, call)
+
 /* cuInit, device 0's primary context made current. Returns the context. */
 static inline CUcontext simtest_ctx(void) {
     CUdevice dev;

@@ -8,27 +8,6 @@
 
 #include "simtest.h"
 
-/* Checks for code running in a forked child. cmocka's asserts would longjmp into the copy of
- * the parent's test frame and carry on running the parent's tests in the child, so a child
- * reports the failing line on stderr and exits with a code below 128 instead. */
-#define C_CHECK(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            return 100;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define C_EXPECT(want, call)                                                                       \
-    do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        if (rc_ != (want)) {                                                                       \
-            fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call,     \
-                    (int)rc_, (int)(want));                                                        \
-            return 101;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define C_OK(call) C_EXPECT(CUDA_SUCCESS, call)
-
 #define GIB (1024ull * 1024 * 1024)
 
 static const char *const no_env[] = {NULL};

@@ -25,24 +25,6 @@ CUresult cuEventRecord_ptsz(CUevent e, CUstream s);
 CUresult cuStreamSynchronize_ptsz(CUstream s);
 CUresult cuStreamGetId_ptsz(CUstream s, unsigned long long *id);
 
-/* Checks for code running in a forked child (cmocka's asserts would longjmp into the copy of the
- * parent's test frame): report the line on stderr and exit with a code below 128. */
-#define C_CHECK(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            return 100;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define C_OK(call)                                                                                 \
-    do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        if (rc_ != CUDA_SUCCESS) {                                                                 \
-            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)rc_);       \
-            return 101;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 /* ------------------------------------------------------------------ kernels */
 
 /* Appends its argument to a log (kernels and host functions of one device run on one executor
