@@ -13,6 +13,7 @@
 #define MISMATCH_LIMIT 4            /* launches off the pattern before the period is dropped */
 #define MIN_PERIOD     8            /* shorter repeats are loops inside a step, not steps */
 #define TRUST          0.9          /* share of uses two steps must share to be trusted */
+#define INNER_LIMIT    128 /* a period that held this many times was the step, not a loop in it */
 
 /* A small open-addressing map from 64-bit keys (never 0) to 64-bit values. */
 struct map {
@@ -111,6 +112,9 @@ struct ho_lookahead {
     uint64_t candidate, confirmed;  /* period detection */
     uint64_t period, anchor, steps; /* anchor: launch index where a step began */
     uint64_t mismatches;
+    uint64_t inner; /* the longest run a shorter period held before breaking: a loop in a step */
+    uint64_t held;  /* launches the current period has matched */
+    uint64_t pos;   /* the position of the last launch within the step */
     bool marker_mode;
     uint64_t last_marker; /* launch index of the last marker + 1 */
     uint64_t step_allocs; /* allocations in the step `alloc_step` so far */
@@ -387,6 +391,14 @@ static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key, uint64_t
 }
 
 static void drop_period(struct ho_lookahead *la) {
+    /* A period that held for a while and then broke was a loop inside the step (a model's
+     * identical layers): the step is longer than everything it held for. */
+    if (la->held < INNER_LIMIT * la->period) {
+        if (la->held > la->inner) la->inner = la->held;
+    } else {
+        la->inner = 0; /* it held for many steps: the program changed phase; learn afresh */
+    }
+    la->held = 0;
     la->period = 0;
     la->candidate = la->confirmed = 0;
     la->mismatches = 0;
@@ -394,44 +406,55 @@ static void drop_period(struct ho_lookahead *la) {
     pattern_clear(&la->pat);
 }
 
-/* Learns the period from the launch sequence (when no markers say it). */
+/* Learns the period from the launch sequence (when no markers say it). Each launch's context
+ * (the last CTX functions) proposes a candidate: the distance to the last launch with the same
+ * context. A candidate is then checked at every launch (does this launch repeat the one a period
+ * ago?) and adopted once it has held for a whole period. A model's identical layers repeat too,
+ * for as long as the layer loop lasts: when an adopted period breaks after holding for a while,
+ * that run marks it as a loop inside the step, and only longer candidates are taken afterwards. */
 static void detect(struct ho_lookahead *la, uint64_t func) {
     uint64_t i = la->launches;
     la->hist[i & (HIST - 1)] = func;
+    uint64_t cand = 0;
+    if (i + 1 >= CTX) {
+        uint64_t h = 0;
+        for (unsigned k = 0; k < CTX; k++)
+            h = mix(h ^ la->hist[(i - k) & (HIST - 1)]);
+        uint64_t *slot = &la->ctx_last[h & ((1u << CTX_BITS) - 1)];
+        if (*slot != 0) cand = i + 1 - *slot;
+        *slot = i + 1;
+    }
     if (la->period != 0) {
         /* Still repeating? */
         if (i >= la->period && la->hist[(i - la->period) & (HIST - 1)] != func) {
             if (++la->mismatches > MISMATCH_LIMIT) drop_period(la);
         } else {
             la->mismatches = 0;
+            la->held++;
         }
         return;
     }
-    if (i + 1 < CTX) return;
-    uint64_t h = 0;
-    for (unsigned k = 0; k < CTX; k++)
-        h = mix(h ^ la->hist[(i - k) & (HIST - 1)]);
-    uint64_t *slot = &la->ctx_last[h & ((1u << CTX_BITS) - 1)];
-    uint64_t prev = *slot;
-    *slot = i + 1;
-    if (prev == 0) return;
-    uint64_t cand = i + 1 - prev;
-    if (cand >= HIST / 2 || cand < MIN_PERIOD) return;
-    if (cand == la->candidate) {
-        if (++la->confirmed >= cand) {
-            la->period =
-                cand; /* held for a whole period: adopt it; the next launch starts a step */
+    if (la->candidate != 0) {
+        if (la->hist[(i - la->candidate) & (HIST - 1)] != func) {
+            la->candidate = 0; /* broken: propose again below */
+        } else if (++la->confirmed >= la->candidate) {
+            /* Held for a whole period: adopt it; the next launch starts a step. */
+            la->period = la->candidate;
             la->anchor = i + 1;
             la->step_allocs = 0;
             la->alloc_step = 0;
             la->first_alloc = UINT64_MAX;
             la->aligned = false;
             la->nrec = 0;
+            la->held = 0;
+            return;
+        } else {
+            return;
         }
-    } else {
-        la->candidate = cand;
-        la->confirmed = 1;
     }
+    if (cand >= HIST / 2 || cand < MIN_PERIOD || cand <= la->inner) return;
+    la->candidate = cand;
+    la->confirmed = 1;
 }
 
 void ho_la_step(struct ho_lookahead *la) {
@@ -481,6 +504,7 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
             la->steps++;
         }
     }
+    la->pos = pos;
     struct pattern *p = &la->pat;
     for (size_t k = 0; k < n; k++) {
         uint64_t key;
@@ -513,6 +537,25 @@ void ho_la_late(struct ho_lookahead *la, uint64_t id) {
     uint64_t lead = lead_of_key(la, key) * 2ull;
     uint64_t cap = la->period > 4 ? la->period / 4 : 1;
     map_put(&la->lead, key, lead < cap ? lead : cap);
+}
+
+bool ho_la_predicts(const struct ho_lookahead *la) {
+    return la->period != 0 && la->pat.valid && la->pat.trusted;
+}
+
+uint64_t ho_la_next_use(const struct ho_lookahead *la, uint64_t id) {
+    uint64_t key, at;
+    if (!ho_la_predicts(la) || !map_get(&la->key_of, id, &key) ||
+        !map_get(&la->pat.first, key, &at))
+        return HO_LA_NEVER - 1; /* unknown: nothing says it will be needed */
+    const struct pattern *p = &la->pat;
+    uint32_t cur = (uint32_t)la->pos;
+    for (size_t i = at; i < p->n && p->uses[i].key == key; i++)
+        if (p->uses[i].pos > cur) return p->uses[i].pos - cur;
+    /* No use left in this step: one that lives across steps comes back at its first use in the
+     * next; one made within the step is dead (it will be freed). */
+    if ((key & ROLE_BIT) == 0) return p->uses[at].pos + la->period - cur;
+    return HO_LA_NEVER;
 }
 
 uint64_t ho_la_period(const struct ho_lookahead *la) {

@@ -54,6 +54,13 @@ void ho_la_set_budget(struct ho_lookahead *la, uint64_t bytes);
 /* The buffer was needed while not on the device: its restore was late (or never issued). */
 void ho_la_late(struct ho_lookahead *la, uint64_t id);
 
+/* Whether the policy predicts now (it knows the step and the last two steps agreed). */
+bool ho_la_predicts(const struct ho_lookahead *la);
+/* Launches until buffer id's next use as predicted from the last step; HO_LA_NEVER when it has
+ * none left (it is dead until freed), HO_LA_NEVER - 1 when nothing is known of it. */
+#define HO_LA_NEVER UINT64_MAX
+uint64_t ho_la_next_use(const struct ho_lookahead *la, uint64_t id);
+
 /* For tests and the report. */
 uint64_t ho_la_period(const struct ho_lookahead *la);
 uint64_t ho_la_steps(const struct ho_lookahead *la);

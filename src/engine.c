@@ -336,6 +336,8 @@ static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
 
 static void start_free(struct ho_managed *m);
 static void want_drop(struct ho_dev *d, struct ho_managed *m);
+static void defer_poll(struct ho_dev *d);
+static void defer_drop(struct ho_dev *d, struct ho_managed *m);
 
 static void complete_evict(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
@@ -563,13 +565,14 @@ static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *
     return false;
 }
 
-/* Starts evicting least-valuable buffers of device d until `need` more bytes fit the budget,
- * then waits for those evictions. eng.lock held. */
 /* Starts evicting the least valuable movable buffers of device d until `need` more bytes would
  * fit (eng.lock held). Returns how many evictions it started; sets *host_full when the host side
- * refused one. */
+ * refused one. Least valuable: once the lookahead policy predicts, the buffer needed furthest
+ * ahead (only those needed later than `beyond` launches from now are candidates); else the least
+ * recently used. */
 static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
-                        int nprotect, bool *host_full) {
+                        int nprotect, uint64_t beyond, bool *host_full) {
+    bool predicts = eng.la != NULL && ho_la_predicts(eng.la);
     size_t started = 0;
     while (d->resident - d->evicting + need > d->budget && !*host_full) {
         size_t n = 0, cap = 0;
@@ -584,13 +587,17 @@ static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *cons
                 if (dev_of(m) != d || m->pinned || m->tr != NULL ||
                     atomic_load(&m->state) != HO_RESIDENT || protected_buf(m, protect, nprotect))
                     continue;
+                uint64_t next =
+                    predicts ? ho_la_next_use(eng.la, policy_id(m)) : HO_NEXT_USE_UNKNOWN;
+                if (predicts && next <= beyond) continue;
                 /* The candidate's id is its index here, so a victim is found without a search. */
                 by_id[n] = m;
-                c[n] = (struct ho_policy_candidate){n, m->span, atomic_load(&m->last_use)};
+                c[n] = (struct ho_policy_candidate){n, m->span, atomic_load(&m->last_use), next};
                 n++;
             }
             uint64_t over = d->resident - d->evicting + need - d->budget;
-            k = ho_policy_victims(HO_POLICY_LRU, over, c, n, victims, n);
+            k = ho_policy_victims(predicts ? HO_POLICY_FURTHEST : HO_POLICY_LRU, over, c, n,
+                                  victims, n);
             for (size_t i = 0; i < k && !*host_full; i++) {
                 if (start_evict(by_id[victims[i]]))
                     round++;
@@ -615,11 +622,12 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
     if (d->budget == UINT64_MAX || need > d->budget) return need > d->budget ? ROOM_NONE : ROOM_OK;
     cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return ROOM_OVER_LIMIT; /* nothing moves meanwhile */
+    defer_poll(d); /* planned evictions that can start now come first */
     bool host_full = false;
     /* A move can fail (the driver refused a copy or a remap: the buffer then stays where it was),
      * so try again while attempts still start moves, a bounded number of times. */
     for (int attempt = 0; attempt < 16; attempt++) {
-        size_t started = evict_for(d, need, protect, nprotect, &host_full);
+        size_t started = evict_for(d, need, protect, nprotect, 0, &host_full);
         bool waited = false;
         while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL) {
             *stall += wait_move(d->head[HO_Q_EVICT]->m);
@@ -790,6 +798,7 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     wait_pending(m);
     m->record = NULL;
     want_drop(dev_of(m), m);
+    defer_drop(dev_of(m), m);
     if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
     if (async) add_user(m, stream, per_thread, next_use());
     if (async && implicit_per_thread(stream, per_thread)) {
@@ -896,6 +905,64 @@ static bool demand_restore(struct ho_managed *m, struct ho_managed *const *prote
 
 /* ------------------------------------------------------------------------------ uses */
 
+/* Planned evictions wait on their device's list until the launch they follow has run
+ * (engine_internal.h). eng.lock held for all three. */
+static void defer_drop(struct ho_dev *d, struct ho_managed *m) {
+    if (!m->deferred) return;
+    for (size_t i = 0; i < d->ndefer; i++) {
+        if (d->defer[i].m != m) continue;
+        ho_event_put(d, d->defer[i].after);
+        memmove(&d->defer[i], &d->defer[i + 1], (d->ndefer - i - 1) * sizeof *d->defer);
+        d->ndefer--;
+        atomic_fetch_sub(&eng.inflight, 1);
+        break;
+    }
+    m->deferred = false;
+}
+
+/* False when it could not be listed: the caller evicts at once instead. */
+static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool per_thread) {
+    if (m->deferred) return true;
+    if (d->ndefer == d->capdefer) {
+        size_t cap = d->capdefer ? d->capdefer * 2 : 64;
+        struct ho_deferred *n = realloc(d->defer, cap * sizeof *n);
+        if (n == NULL) return false;
+        d->defer = n;
+        d->capdefer = cap;
+    }
+    CUevent e = ho_event_get(d);
+    if (e == NULL) return false;
+    ho_ctx_push(d);
+    CUresult rc = implicit_per_thread(s, per_thread) ? ho_real.cuEventRecord_ptsz(e, NULL)
+                                                     : ho_real.cuEventRecord(e, s);
+    ho_ctx_pop();
+    if (rc != CUDA_SUCCESS) {
+        ho_event_put(d, e);
+        return false;
+    }
+    d->defer[d->ndefer++] = (struct ho_deferred){m, e};
+    m->deferred = true;
+    atomic_fetch_add(&eng.inflight, 1); /* keeps progress points polling */
+    return true;
+}
+
+/* Starts the planned evictions whose launch has run, oldest first. */
+static void defer_poll(struct ho_dev *d) {
+    while (d->ndefer > 0) {
+        ho_ctx_push(d);
+        CUresult rc = ho_real.cuEventQuery(d->defer[0].after);
+        ho_ctx_pop();
+        if (rc == CUDA_ERROR_NOT_READY) return;
+        /* Done (or the query failed: evicting now is still correct, the copy is ordered after
+         * every queued use). */
+        struct ho_managed *m = d->defer[0].m;
+        defer_drop(d, m);
+        if (d->budget != UINT64_MAX && !m->pinned && m->tr == NULL &&
+            atomic_load(&m->state) == HO_RESIDENT)
+            start_evict(m);
+    }
+}
+
 /* Prefetches the plan asked for but that had no room yet: they start, oldest first, as evictions
  * complete, so a prefetch never makes the application wait for room. eng.lock held. */
 static void want_drop(struct ho_dev *d, struct ho_managed *m) {
@@ -926,7 +993,17 @@ static void want_start(struct ho_dev *d) {
     while (d->nwant > 0) {
         struct ho_managed *m = d->want[0];
         if (atomic_load(&m->state) == HO_HOST && m->tr == NULL) {
-            if (d->resident + m->span > d->budget) return; /* in order: wait for more room */
+            if (d->resident + m->span > d->budget) {
+                /* In order: wait for more room. Room is made by evicting buffers needed later
+                 * than this one (furthest first), never by waiting: the evictions land, and
+                 * progress starts this prefetch then. */
+                if (eng.la != NULL && ho_la_predicts(eng.la) && atomic_load(&eng.capturing) == 0) {
+                    bool host_full = false;
+                    evict_for(d, m->span, NULL, 0, ho_la_next_use(eng.la, policy_id(m)),
+                              &host_full);
+                }
+                return;
+            }
             uint64_t stall = 0;
             if (start_restore(m, NULL, 0, &stall)) ho_count(&ho_stats.counts_prefetches, 1);
             count_stall(stall);
@@ -1007,10 +1084,25 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
     }
 }
 
+/* Once the lookahead policy predicts, the engine keeps a little of the budget free ahead of need
+ * (a low watermark, as a kernel's page reclaim does): it starts evicting the buffers needed
+ * furthest ahead whenever less than HEADROOM_SHARE of the budget is free, without waiting for
+ * them. An allocation or a prefetch then finds room at once instead of waiting for a copy, and
+ * the host keeps running ahead of the device. eng.lock held. */
+#define HEADROOM_SHARE 16 /* 1/16 of the budget */
+static void keep_headroom(struct ho_dev *d) {
+    if (d->budget == UINT64_MAX || !ho_la_predicts(eng.la)) return;
+    uint64_t headroom = d->budget / HEADROOM_SHARE;
+    if (d->resident - d->evicting + headroom <= d->budget) return;
+    bool host_full = false;
+    defer_poll(d);
+    evict_for(d, headroom, NULL, 0, 0, &host_full);
+}
+
 /* After a launch: tell the lookahead policy, then start the moves it asks for. Proactive moves
  * only happen under a budget (without one nothing needs the room), never during capture, and a
  * prefetch only takes room that is free now: it must not make the application wait. */
-static void plan_after_launch(const struct ho_engine_touch *t) {
+static void plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
     uint64_t ids[HO_TOUCH_MAX];
     /* What identifies a point in the step: the function, and the sizes of the buffers it gets
      * (a generic kernel launched throughout a step is told apart by its operands). */
@@ -1034,8 +1126,9 @@ static void plan_after_launch(const struct ho_engine_touch *t) {
             if (dev_of(m)->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
                 atomic_load(&m->state) != HO_RESIDENT)
                 continue;
-            start_evict(m);
+            if (!defer_add(dev_of(m), m, s, per_thread)) start_evict(m);
         }
+        keep_headroom(dev_of(t->m[0]));
         for (size_t i = 0; i < a.nrestore; i++) {
             struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.restore[i];
             struct ho_dev *d = dev_of(m);
@@ -1077,7 +1170,7 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     }
     if (t->slot != NULL) issue_end(t->slot);
     if (t->locked) pthread_mutex_unlock(&eng.lock);
-    if (eng.la != NULL && issued && t->func != 0) plan_after_launch(t);
+    if (eng.la != NULL && issued && t->func != 0) plan_after_launch(t, s, per_thread);
 }
 
 /* --------------------------------------------------------------------------- progress */
@@ -1102,6 +1195,7 @@ void ho_engine_progress(void) {
                 complete_head(d, q);
             }
         }
+        if (d->ndefer > 0 && atomic_load(&eng.capturing) == 0) defer_poll(d);
         if (d->nwant > 0 && atomic_load(&eng.capturing) == 0) want_start(d);
     }
     pthread_mutex_unlock(&eng.lock);

@@ -58,6 +58,7 @@ struct ho_managed {
     bool pinned;
     bool free_requested;     /* freed while a move was in flight */
     bool wanted;             /* on its device's prefetch queue, waiting for room */
+    bool deferred;           /* on its device's list of planned evictions, waiting for its use */
     struct ho_managed *next; /* all managed buffers of the process */
 };
 
@@ -73,6 +74,14 @@ struct ho_transition {
     CUdeviceptr window;               /* restore: where the new handle is mapped for the copy */
     uint64_t start_ns;
     struct ho_transition *next;
+};
+
+/* A planned eviction waiting for the launch after which the plan moves the buffer out: it starts
+ * once that launch has run on the device (its event completed), so the eviction queue only holds
+ * copies that can run now and never makes an allocation wait behind work the host queued ahead. */
+struct ho_deferred {
+    struct ho_managed *m;
+    CUevent after;
 };
 
 /* One copy stream per direction per device; moves complete in order on each. */
@@ -91,6 +100,8 @@ struct ho_dev {
     size_t nfree_events, cap_events;
     struct ho_managed **want; /* prefetches waiting for room, oldest first */
     size_t nwant, capwant;
+    struct ho_deferred *defer; /* planned evictions waiting for their launch, oldest first */
+    size_t ndefer, capdefer;
     struct ho_cached *cache; /* newest first */
     uint64_t cached;         /* bytes in the cache (part of `resident`) */
 };

@@ -148,6 +148,66 @@ static void markers_fix_the_period(void **state) {
     ho_la_destroy(L.la);
 }
 
+/* Identical layers: every layer launches the same eight kernels, so the sequence also repeats
+ * with the layer's period, for as long as the layer loop lasts. The step is the whole loop. */
+#define DEEP_LAYERS 6
+#define DEEP_OPS    8
+#define DEEP_PERIOD (2 * DEEP_LAYERS * DEEP_OPS + 1)
+
+static void deep_step(struct ho_lookahead *la) {
+    struct ho_la_actions a;
+    uint64_t w = 1;
+    for (int l = 0; l < DEEP_LAYERS; l++)
+        for (uint64_t k = 0; k < DEEP_OPS; k++)
+            ho_la_launch(la, 10 + k, &w, 1, &a);
+    for (int l = 0; l < DEEP_LAYERS; l++)
+        for (uint64_t k = 0; k < DEEP_OPS; k++)
+            ho_la_launch(la, 20 + k, &w, 1, &a);
+    ho_la_launch(la, 30, &w, 1, &a);
+}
+
+static void identical_layers_are_not_the_step(void **state) {
+    (void)state;
+    struct ho_lookahead *la = ho_la_create(2);
+    assert_non_null(la);
+    ho_la_alloc(la, 1, 1u << 20);
+    for (int s = 0; s < 6; s++)
+        deep_step(la);
+    assert_int_equal(ho_la_period(la), DEEP_PERIOD);
+    for (int s = 0; s < 20; s++)
+        deep_step(la);
+    assert_int_equal(ho_la_period(la), DEEP_PERIOD); /* and it keeps it */
+    ho_la_destroy(la);
+}
+
+static void predicts_the_next_use(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_set_budget(L.la, 80u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_step(L.la);
+    for (int s = 0; s < 4; s++) {
+        step(&L);
+        ho_la_step(L.la);
+    }
+    assert_true(ho_la_predicts(L.la));
+    /* Allocate this step's activations and run the first forward launch (position 0): act[0]
+     * is next used at its backward position 2*LAYERS-1; act[LAYERS-1] at forward position
+     * LAYERS-1; the weights next at position 1. */
+    for (int l = 0; l < LAYERS; l++) {
+        L.act[l] = L.next_id++;
+        ho_la_alloc(L.la, L.act[l], (uint64_t)(l + 1) << 20);
+    }
+    struct ho_la_actions a;
+    uint64_t ids[2] = {1, L.act[0]};
+    ho_la_launch(L.la, 100, ids, 2, &a);
+    assert_int_equal(ho_la_next_use(L.la, L.act[0]), 2 * LAYERS - 1);
+    assert_int_equal(ho_la_next_use(L.la, L.act[LAYERS - 1]), LAYERS - 1);
+    assert_int_equal(ho_la_next_use(L.la, 1), 1);
+    assert_int_equal(ho_la_next_use(L.la, 12345), HO_LA_NEVER - 1); /* never seen */
+    ho_la_destroy(L.la);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(learns_the_step_and_plans_moves),
@@ -155,6 +215,8 @@ int main(void) {
         cmocka_unit_test(no_budget_no_moves),
         cmocka_unit_test(a_changed_sequence_drops_the_period),
         cmocka_unit_test(markers_fix_the_period),
+        cmocka_unit_test(identical_layers_are_not_the_step),
+        cmocka_unit_test(predicts_the_next_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
