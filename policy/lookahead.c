@@ -1,5 +1,6 @@
 /* The lookahead policy (see lookahead.h for what it does and why). */
 #include "lookahead.h"
+#include "plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #define MIN_PERIOD     8            /* shorter repeats are loops inside a step, not steps */
 #define TRUST          0.9          /* share of uses two steps must share to be trusted */
 #define INNER_LIMIT    128 /* a period that held this many times was the step, not a loop in it */
+#define MAX_DOUBLINGS  4  /* late restores double a role's lead (or transfer estimate) this often */
+#define RETIME_STEPS   32 /* kernel durations are measured again after this many steps */
 
 /* A small open-addressing map from 64-bit keys (never 0) to 64-bit values. */
 struct map {
@@ -123,7 +126,12 @@ struct ho_lookahead {
     bool aligned;         /* steps begin where the loop allocates (or at markers) */
     struct map key_of;    /* buffer id -> key */
     struct map id_of;     /* key -> live buffer id */
-    struct map lead;      /* key -> lead in launches */
+    struct map late;      /* key -> how many times its restores were late (doublings) */
+    uint64_t *dur;        /* measured device time of each position of the step, ns (0: not yet) */
+    uint64_t dur_period;  /* the period `dur` is for */
+    double link;          /* host-to-device bytes per ns (0: unknown) */
+    bool timing;          /* this step's launches should be timed */
+    uint64_t timed_at;    /* the step when timing last began */
     struct map bytes_of;  /* buffer id -> bytes */
     uint64_t budget;      /* device bytes buffers may keep (UINT64_MAX: none) */
     struct use *rec;      /* this step's uses, as they happen */
@@ -138,7 +146,7 @@ struct ho_lookahead *ho_la_create(unsigned lead0) {
     la->ctx_last = calloc(1u << CTX_BITS, sizeof *la->ctx_last);
     la->budget = UINT64_MAX;
     if (la->ctx_last == NULL || !map_init(&la->key_of, 1024) || !map_init(&la->id_of, 1024) ||
-        !map_init(&la->lead, 1024) || !map_init(&la->pat.first, 1024) ||
+        !map_init(&la->late, 1024) || !map_init(&la->pat.first, 1024) ||
         !map_init(&la->bytes_of, 1024) || !map_init(&la->pat.evict_at, 1024)) {
         ho_la_destroy(la);
         return NULL;
@@ -169,7 +177,8 @@ void ho_la_destroy(struct ho_lookahead *la) {
     free(la->ctx_last);
     map_free(&la->key_of);
     map_free(&la->id_of);
-    map_free(&la->lead);
+    map_free(&la->late);
+    free(la->dur);
     map_free(&la->bytes_of);
     pattern_clear(&la->pat);
     map_free(&la->pat.first);
@@ -178,9 +187,17 @@ void ho_la_destroy(struct ho_lookahead *la) {
     free(la);
 }
 
-static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
+static unsigned doublings(const struct ho_lookahead *la, uint64_t key) {
     uint64_t v;
-    return map_get(&la->lead, key, &v) ? (unsigned)v : la->lead0;
+    return map_get(&la->late, key, &v) ? (unsigned)v : 0;
+}
+
+/* The lead in launches, used while kernel durations are unknown: the first lead, doubled per
+ * late restore, at most a quarter of a step. */
+static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
+    uint64_t lead = (uint64_t)la->lead0 << doublings(la, key);
+    uint64_t cap = la->period > 4 ? la->period / 4 : 1;
+    return (unsigned)(lead < cap ? lead : (cap > la->lead0 ? cap : la->lead0));
 }
 
 void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes) {
@@ -243,35 +260,28 @@ static uint64_t evict_key(uint64_t key, uint32_t pos) {
     return k != 0 ? k : 1;
 }
 
-/* A stretch during which a buffer could be off the device: between its uses at `from` and `to`
- * (to may lie in the next step). */
-struct gap {
-    uint64_t key, bytes;
-    uint64_t from, to;
-};
-
-static int by_gap_desc(const void *a, const void *b) {
-    const struct gap *x = a, *y = b;
-    uint64_t gx = x->to - x->from, gy = y->to - y->from;
-    if (gx != gy) return gx > gy ? -1 : 1;
-    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
-    return x->key < y->key ? -1 : (x->key > y->key ? 1 : 0);
+/* The step's start times, from the measured durations: false until every position has one. */
+static bool step_times(const struct ho_lookahead *la, uint64_t *t) {
+    if (la->dur == NULL || la->dur_period != la->period) return false;
+    t[0] = 0;
+    for (uint64_t q = 0; q < la->period; q++) {
+        if (la->dur[q] == 0) return false;
+        t[q + 1] = t[q] + la->dur[q];
+    }
+    return true;
 }
 
 /* Chooses which gaps to spend off the device so that the step fits the budget, and when to
- * prefetch. The step's device footprint at each position is estimated from the pattern (a buffer
- * made within the step occupies the device from its first use to its last; one that outlives steps,
- * always); where it exceeds the budget, gaps are taken longest first (the easiest to hide) among
- * those spanning a position still over, until none is. Moving only what the budget needs keeps
- * the link's load, the real cost, as low as the plan allows. */
+ * prefetch (plan.h). The step's device footprint at each position is estimated from the pattern:
+ * a buffer made within the step occupies the device from its first use to its last; one that
+ * outlives steps, always. 3% of the budget is kept back for moves in flight. */
 static void plan(struct ho_lookahead *la, struct pattern *p) {
     uint64_t period = la->period;
     if (la->budget == UINT64_MAX || period == 0) return;
     int64_t *over = calloc(period + 1, sizeof *over);
-    struct gap *gaps = malloc((p->n + 1) * sizeof *gaps);
-    if (over == NULL || gaps == NULL) goto out;
-    /* Footprint, as a difference array, then as the excess over the budget (with 3% headroom
-     * for moves in flight). */
+    struct ho_gap *gaps = malloc((p->n + 1) * sizeof *gaps);
+    uint64_t *t = malloc((period + 1) * sizeof *t);
+    if (over == NULL || gaps == NULL || t == NULL) goto out;
     int64_t always = 0;
     size_t ngaps = 0;
     for (size_t i = 0; i < p->n;) {
@@ -280,6 +290,7 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
             j++;
         uint64_t key = p->uses[i].key, bytes = p->uses[i].bytes;
         bool persistent = (key & ROLE_BIT) == 0;
+        unsigned lead = lead_of_key(la, key), factor = 1u << doublings(la, key);
         if (persistent) {
             always += (int64_t)bytes;
         } else {
@@ -287,45 +298,38 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
             over[p->uses[j - 1].pos + 1] -= (int64_t)bytes;
         }
         for (size_t k = i; k + 1 < j; k++)
-            gaps[ngaps++] = (struct gap){key, bytes, p->uses[k].pos, p->uses[k + 1].pos};
+            gaps[ngaps++] = (struct ho_gap){.key = key,
+                                            .bytes = bytes,
+                                            .from = p->uses[k].pos,
+                                            .to = p->uses[k + 1].pos,
+                                            .lead = lead,
+                                            .factor = factor};
         if (persistent) /* into the next step */
-            gaps[ngaps++] = (struct gap){key, bytes, p->uses[j - 1].pos, p->uses[i].pos + period};
+            gaps[ngaps++] = (struct ho_gap){.key = key,
+                                            .bytes = bytes,
+                                            .from = p->uses[j - 1].pos,
+                                            .to = p->uses[i].pos + period,
+                                            .lead = lead,
+                                            .factor = factor};
         i = j;
     }
-    int64_t limit = (int64_t)(la->budget - la->budget / 32);
+    int64_t limit = (int64_t)(la->budget - la->budget / 6);
     int64_t run = always;
-    size_t positive = 0;
     for (uint64_t q = 0; q < period; q++) {
         run += over[q];
         over[q] = run - limit;
-        if (over[q] > 0) positive++;
     }
-    qsort(gaps, ngaps, sizeof *gaps, by_gap_desc);
-    for (size_t g = 0; g < ngaps && positive > 0; g++) {
-        unsigned lead = lead_of_key(la, gaps[g].key);
-        if (gaps[g].to - gaps[g].from <= (uint64_t)lead + MARGIN) continue; /* no time off */
-        uint64_t lo = gaps[g].from + 1, hi = gaps[g].to - lead; /* off the device in [lo, hi) */
-        bool helps = false;
-        for (uint64_t q = lo; q < hi && !helps; q++)
-            helps = over[q % period] > 0;
-        if (!helps) continue;
-        for (uint64_t q = lo; q < hi; q++) {
-            int64_t *o = &over[q % period];
-            bool was = *o > 0;
-            *o -= (int64_t)gaps[g].bytes;
-            if (was && *o <= 0) positive--;
-        }
-        map_put(&p->evict_at, evict_key(gaps[g].key, (uint32_t)gaps[g].from), 1);
-        /* The prefetch: `lead` launches before the next use. */
-        gaps[g].from = UINT64_MAX; /* marks it selected for the schedule below */
-    }
-    /* The prefetch schedule (CSR by position) from the selected gaps. */
+    struct ho_plan_run r = {period, true, step_times(la, t) ? t : NULL, la->link, over};
+    ho_plan_gaps(&r, gaps, ngaps);
+    /* The evictions, and the prefetch schedule (CSR by position): a taken gap's restore is
+     * issued `lead` launches before the use that closes it. */
     p->sched_start = calloc(period + 1, sizeof *p->sched_start);
     if (p->sched_start == NULL) goto out;
     size_t nsel = 0;
     for (size_t g = 0; g < ngaps; g++) {
-        if (gaps[g].from != UINT64_MAX) continue;
-        uint64_t at = (gaps[g].to + period - lead_of_key(la, gaps[g].key) % period) % period;
+        if (!gaps[g].taken) continue;
+        map_put(&p->evict_at, evict_key(gaps[g].key, (uint32_t)gaps[g].from), 1);
+        uint64_t at = (gaps[g].to + period - gaps[g].lead % period) % period;
         p->sched_start[at + 1]++;
         nsel++;
     }
@@ -340,14 +344,15 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         goto out;
     }
     for (size_t g = 0; g < ngaps; g++) {
-        if (gaps[g].from != UINT64_MAX) continue;
-        uint64_t at = (gaps[g].to + period - lead_of_key(la, gaps[g].key) % period) % period;
+        if (!gaps[g].taken) continue;
+        uint64_t at = (gaps[g].to + period - gaps[g].lead % period) % period;
         p->sched[p->sched_start[at] + fill[at]++] = gaps[g].key;
     }
     free(fill);
 out:
     free(over);
     free(gaps);
+    free(t);
 }
 
 static void close_step(struct ho_lookahead *la) {
@@ -373,6 +378,12 @@ static void close_step(struct ho_lookahead *la) {
     p->valid = true;
     plan(la, p);
     la->nrec = 0;
+    /* Time the next step when the durations are not all known yet, or have grown old. */
+    uint64_t *t = malloc((period + 1) * sizeof *t);
+    bool known = t != NULL && step_times(la, t);
+    free(t);
+    la->timing = !known || la->steps + 1 - la->timed_at >= RETIME_STEPS;
+    if (la->timing) la->timed_at = la->steps + 1;
     return;
 reset:
     pattern_clear(p);
@@ -534,9 +545,36 @@ void ho_la_set_budget(struct ho_lookahead *la, uint64_t bytes) {
 void ho_la_late(struct ho_lookahead *la, uint64_t id) {
     uint64_t key;
     if (!map_get(&la->key_of, id, &key)) return;
-    uint64_t lead = lead_of_key(la, key) * 2ull;
-    uint64_t cap = la->period > 4 ? la->period / 4 : 1;
-    map_put(&la->lead, key, lead < cap ? lead : cap);
+    unsigned d = doublings(la, key);
+    if (d < MAX_DOUBLINGS) map_put(&la->late, key, d + 1);
+}
+
+uint64_t ho_la_launches(const struct ho_lookahead *la) {
+    return la->launches;
+}
+
+bool ho_la_wants_timing(const struct ho_lookahead *la) {
+    return la->period != 0 && la->timing;
+}
+
+void ho_la_duration(struct ho_lookahead *la, uint64_t launch, uint64_t ns) {
+    if (la->period == 0 || ns == 0) return;
+    if (la->dur_period != la->period) {
+        free(la->dur);
+        la->dur = calloc(la->period, sizeof *la->dur);
+        la->dur_period = la->dur != NULL ? la->period : 0;
+        if (la->dur == NULL) return;
+    }
+    /* Durations arrive after the launches ran, possibly once a later step has begun: steps are a
+     * period apart, so an earlier launch's position counts back from the anchor. */
+    uint64_t pos = launch >= la->anchor
+                       ? (launch - la->anchor) % la->period
+                       : (la->period - (la->anchor - launch) % la->period) % la->period;
+    la->dur[pos] = ns;
+}
+
+void ho_la_set_link(struct ho_lookahead *la, double bytes_per_s) {
+    la->link = bytes_per_s > 0 ? bytes_per_s / 1e9 : 0;
 }
 
 bool ho_la_predicts(const struct ho_lookahead *la) {

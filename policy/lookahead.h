@@ -54,6 +54,16 @@ void ho_la_set_budget(struct ho_lookahead *la, uint64_t bytes);
 /* The buffer was needed while not on the device: its restore was late (or never issued). */
 void ho_la_late(struct ho_lookahead *la, uint64_t id);
 
+/* Kernel durations make the plan reason in device time rather than in launches. The policy asks
+ * for one step of them at a time (ho_la_wants_timing), when it has none for its step or they are
+ * RETIME_STEPS steps old; the engine times that step's launches and reports each one's device
+ * time by its launch index (ho_la_launches() - 1 right after ho_la_launch). */
+uint64_t ho_la_launches(const struct ho_lookahead *la);
+bool ho_la_wants_timing(const struct ho_lookahead *la);
+void ho_la_duration(struct ho_lookahead *la, uint64_t launch, uint64_t ns);
+/* The host-to-device link's rate, bytes per second (0: unknown, plan in launches). */
+void ho_la_set_link(struct ho_lookahead *la, double bytes_per_s);
+
 /* Whether the policy predicts now (it knows the step and the last two steps agreed). */
 bool ho_la_predicts(const struct ho_lookahead *la);
 /* Launches until buffer id's next use as predicted from the last step; HO_LA_NEVER when it has

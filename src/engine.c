@@ -166,10 +166,6 @@ static void users_unlock(struct ho_managed *m) {
     atomic_flag_clear_explicit(&m->users_lock, memory_order_release);
 }
 
-static bool implicit_per_thread(CUstream s, bool per_thread) {
-    return per_thread && (s == NULL || s == CU_STREAM_PER_THREAD);
-}
-
 /* Records that work using m is being queued on s. A per-thread default stream cannot be named
  * from another thread: those uses are recorded as events after the call (ho_engine_finish). */
 static void add_user(struct ho_managed *m, CUstream s, bool per_thread, uint64_t seq) {
@@ -198,12 +194,26 @@ static void add_user(struct ho_managed *m, CUstream s, bool per_thread, uint64_t
     users_unlock(m);
 }
 
-/* The use sequence for LRU. A load and a store, not a locked add: two threads may draw the same
- * number, which only makes their buffers equally recent. */
+/* The use sequence: recency for LRU, and the name of a use for the clocks (so each number is
+ * drawn once). */
 static uint64_t next_use(void) {
-    uint64_t v = atomic_load_explicit(&eng.use_seq, memory_order_relaxed) + 1;
-    atomic_store_explicit(&eng.use_seq, v, memory_order_relaxed);
-    return v;
+    return atomic_fetch_add_explicit(&eng.use_seq, 1, memory_order_relaxed) + 1;
+}
+
+static void clock_put(struct ho_dev *d, struct ho_clock *c) {
+    if (c == NULL || --c->refs > 0) return;
+    ho_event_put(d, c->e);
+    free(c);
+}
+
+/* Names m's latest use (seq, on stream s) by clock c. eng.lock held. */
+static void clock_set(struct ho_managed *m, struct ho_clock *c, uint64_t seq, CUstream s) {
+    struct ho_dev *d = dev_of(m);
+    clock_put(d, m->clock);
+    c->refs++;
+    m->clock = c;
+    m->clock_seq = seq;
+    m->clock_stream = s;
 }
 
 /* Waits until no use of m is being issued. Called with eng.lock held, after m's state changed
@@ -229,6 +239,12 @@ static void barrier(struct ho_managed *m, int q) {
     m->nuse_events = 0;
     m->users_overflow = false;
     users_unlock(m);
+    if (m->clock != NULL && m->clock_seq == atomic_load(&m->last_use) && !overflow && ne == 0 &&
+        n == 1 && users[0] == m->clock_stream &&
+        ho_real.cuStreamWaitEvent(d->stream[q], m->clock->e, 0) == CUDA_SUCCESS) {
+        /* Its latest use, the only stream it was used on, is clocked: wait for that launch. */
+        return;
+    }
     if (overflow) {
         /* More streams than tracked: wait for the whole device (rare; correct, slow). */
         ho_real.cuCtxSynchronize();
@@ -369,6 +385,17 @@ static void complete_evict(struct ho_transition *tr) {
 static void complete_restore(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
+    if (tr->timed[0] != NULL && tr->timed[1] != NULL && eng.la != NULL) {
+        /* The fastest restore is the link's own rate: slower ones shared it with evictions. */
+        uint64_t ns = ho_timing_read(d, tr->timed[0], tr->timed[1]);
+        double rate = ns > 0 ? (double)m->span / (double)ns : 0;
+        if (rate > eng.link_bytes_per_ns) {
+            eng.link_bytes_per_ns = rate;
+            ho_la_set_link(eng.la, rate * 1e9);
+        }
+    }
+    ho_timing_drop(d, tr->timed[0]);
+    ho_timing_drop(d, tr->timed[1]);
     bool ok = atomic_load(&m->state) == HO_RESTORING;
     if (ok && eng.backend == HO_BACKEND_VMM) ok = remap(m, tr->dev, m->host->handle);
     if (!ok) { /* cancelled, or the remap failed: the host copy is current */
@@ -399,6 +426,8 @@ static void complete_restore(struct ho_transition *tr) {
 static void complete_free(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
+    clock_put(d, m->clock);
+    m->clock = NULL;
     bool on_device = atomic_load(&m->state) == HO_RESIDENT;
     struct ho_cached *c =
         on_device && eng.backend == HO_BACKEND_VMM && m->dev != 0 ? malloc(sizeof *c) : NULL;
@@ -465,7 +494,8 @@ static uint64_t wait_move(struct ho_managed *m) {
     struct ho_transition *tr = m->tr;
     if (tr == NULL) return 0;
     struct ho_dev *d = dev_of(m);
-    int q = tr->kind == HO_TR_RESTORE ? HO_Q_RESTORE : HO_Q_EVICT;
+    int q = tr->kind == HO_TR_RESTORE ? HO_Q_RESTORE
+                                      : (tr->kind == HO_TR_FREE ? HO_Q_FREE : HO_Q_EVICT);
     uint64_t t0 = ho_clock_ns();
     if (tr->done != NULL) {
         ho_ctx_push(d);
@@ -517,8 +547,8 @@ static void start_free(struct ho_managed *m) {
     tr->kind = HO_TR_FREE;
     tr->m = m;
     ho_ctx_push(d);
-    barrier(m, HO_Q_EVICT);
-    finish_submit(d, HO_Q_EVICT, tr);
+    barrier(m, HO_Q_FREE);
+    finish_submit(d, HO_Q_FREE, tr);
     ho_ctx_pop();
 }
 
@@ -629,8 +659,12 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
     for (int attempt = 0; attempt < 16; attempt++) {
         size_t started = evict_for(d, need, protect, nprotect, 0, &host_full);
         bool waited = false;
-        while (d->resident + need > d->budget && d->head[HO_Q_EVICT] != NULL) {
-            *stall += wait_move(d->head[HO_Q_EVICT]->m);
+        /* Evictions first (they run at the link's pace), then frees (they wait for the device to
+         * reach the buffers' last uses). */
+        while (d->resident + need > d->budget &&
+               (d->head[HO_Q_EVICT] != NULL || d->head[HO_Q_FREE] != NULL)) {
+            int q = d->head[HO_Q_EVICT] != NULL ? HO_Q_EVICT : HO_Q_FREE;
+            *stall += wait_move(d->head[q]->m);
             cache_trim(d, need, d->budget); /* a completed free may have landed in the cache */
             waited = true;
         }
@@ -669,8 +703,9 @@ static bool reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     uint64_t before = d->resident;
     cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
     if (d->resident < before) return true;
-    while (d->head[HO_Q_EVICT] != NULL)
-        *stall += wait_move(d->head[HO_Q_EVICT]->m);
+    for (int q = HO_Q_EVICT; q < HO_NQUEUES; q++)
+        while (q != HO_Q_RESTORE && d->head[q] != NULL)
+            *stall += wait_move(d->head[q]->m);
     if (d->resident < before) return true;
     uint64_t saved = d->budget;
     d->budget = d->resident > need ? d->resident - need : 0;
@@ -864,6 +899,10 @@ static bool start_restore(struct ho_managed *m, struct ho_managed *const *protec
     atomic_store(&m->state, HO_RESTORING);
     wait_pending(m);
     barrier(m, HO_Q_RESTORE);
+    bool time_it = eng.la != NULL &&
+                   (eng.restores_timed < HO_LINK_FIRST || eng.restores_timed % HO_LINK_SAMPLE == 0);
+    eng.restores_timed++;
+    if (time_it) tr->timed[0] = ho_timing_event(d, d->stream[HO_Q_RESTORE], false);
     if (eng.backend == HO_BACKEND_VMM) {
         rc = ho_real.cuMemcpyDtoDAsync_v2(tr->window, m->va, m->span, d->stream[HO_Q_RESTORE]);
     } else {
@@ -871,6 +910,7 @@ static bool start_restore(struct ho_managed *m, struct ho_managed *const *protec
         rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, here, 0, d->stream[HO_Q_RESTORE]);
     }
     if (rc != CUDA_SUCCESS) {
+        ho_timing_drop(d, tr->timed[0]);
         atomic_store(&m->state, HO_HOST);
         if (eng.backend == HO_BACKEND_VMM) {
             ho_real.cuMemUnmap(tr->window, m->span);
@@ -882,6 +922,7 @@ static bool start_restore(struct ho_managed *m, struct ho_managed *const *protec
         *stall_out += stall;
         return false;
     }
+    if (tr->timed[0] != NULL) tr->timed[1] = ho_timing_event(d, d->stream[HO_Q_RESTORE], false);
     d->resident += m->span;
     device_bytes((int64_t)m->span);
     finish_submit(d, HO_Q_RESTORE, tr);
@@ -946,9 +987,18 @@ static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool p
     return true;
 }
 
-/* Starts the planned evictions whose launch has run, oldest first. */
+/* Background evictions (planned, or keeping headroom) fill the link only this far ahead: the
+ * copy queue is first come, first served, so a deep one would make an allocation that needs room
+ * now wait behind moves that could have waited. 25 ms of link time, once the link is measured. */
+static uint64_t background_cap(void) {
+    double rate = eng.link_bytes_per_ns;
+    uint64_t cap = rate > 0 ? (uint64_t)(rate * 25e6) : (512ull << 20);
+    return cap < (64ull << 20) ? (64ull << 20) : cap;
+}
+
+/* Starts the planned evictions whose launch has run, oldest first, while the link has room. */
 static void defer_poll(struct ho_dev *d) {
-    while (d->ndefer > 0) {
+    while (d->ndefer > 0 && d->evicting < background_cap()) {
         ho_ctx_push(d);
         CUresult rc = ho_real.cuEventQuery(d->defer[0].after);
         ho_ctx_pop();
@@ -993,6 +1043,8 @@ static void want_start(struct ho_dev *d) {
     while (d->nwant > 0) {
         struct ho_managed *m = d->want[0];
         if (atomic_load(&m->state) == HO_HOST && m->tr == NULL) {
+            /* Cached memory of freed buffers counts as resident: it gives way first. */
+            if (d->resident + m->span > d->budget) cache_trim(d, m->span, d->budget);
             if (d->resident + m->span > d->budget) {
                 /* In order: wait for more room. Room is made by evicting buffers needed later
                  * than this one (furthest first), never by waiting: the evictions land, and
@@ -1052,11 +1104,13 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
     t->slot = NULL;
     t->locked = false;
     t->func = 0;
+    t->timing_before = NULL;
     for (int i = 0; i < n && t->n < HO_TOUCH_MAX; i++)
         if (bufs[i]->engine != NULL) t->m[t->n++] = bufs[i]->engine;
     if (t->n == 0) return;
     struct issue_slot *sl = slot_get();
     uint64_t seq = next_use();
+    t->seq = seq;
     bool resident = sl != NULL;
     if (sl != NULL) {
         issue_begin(sl);
@@ -1066,6 +1120,8 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
             for (int i = 0; i < t->n; i++)
                 add_user(t->m[i], s, per_thread, seq);
             t->slot = sl;
+            if (atomic_load_explicit(&eng.timing, memory_order_relaxed))
+                t->timing_before = ho_timing_event(dev_of(t->m[0]), s, per_thread);
             return;
         }
         issue_end(sl);
@@ -1075,6 +1131,8 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
         settle(t->m[i], restore, t->m, t->n);
     for (int i = 0; i < t->n; i++)
         add_user(t->m[i], s, per_thread, seq);
+    if (atomic_load_explicit(&eng.timing, memory_order_relaxed))
+        t->timing_before = ho_timing_event(dev_of(t->m[0]), s, per_thread);
     if (sl != NULL) {
         issue_begin(sl);
         t->slot = sl;
@@ -1093,9 +1151,10 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
 static void keep_headroom(struct ho_dev *d) {
     if (d->budget == UINT64_MAX || !ho_la_predicts(eng.la)) return;
     uint64_t headroom = d->budget / HEADROOM_SHARE;
-    if (d->resident - d->evicting + headroom <= d->budget) return;
-    bool host_full = false;
     defer_poll(d);
+    if (d->resident - d->evicting + headroom <= d->budget || d->evicting >= background_cap())
+        return;
+    bool host_full = false;
     evict_for(d, headroom, NULL, 0, 0, &host_full);
 }
 
@@ -1120,6 +1179,30 @@ static void plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool 
     }
     struct ho_la_actions a;
     ho_la_launch(eng.la, sig, ids, (size_t)t->n, &a);
+    if (t->timing_before != NULL)
+        ho_timing_add(dev_of(t->m[0]), t->timing_before, ho_la_launches(eng.la) - 1, s, per_thread);
+    struct ho_dev *d0 = dev_of(t->m[0]);
+    if (d0->budget != UINT64_MAX && !implicit_per_thread(s, per_thread)) {
+        /* Clock this launch, so that moving one of its buffers later waits for it alone. */
+        struct ho_clock *c = malloc(sizeof *c);
+        CUstream cs = s != NULL ? s : CU_STREAM_LEGACY;
+        if (c != NULL) {
+            c->refs = 0;
+            c->e = ho_event_get(d0);
+            ho_ctx_push(d0);
+            bool ok = c->e != NULL && ho_real.cuEventRecord(c->e, cs) == CUDA_SUCCESS;
+            ho_ctx_pop();
+            if (ok) {
+                for (int i = 0; i < t->n; i++)
+                    if (dev_of(t->m[i]) == d0) clock_set(t->m[i], c, t->seq, cs);
+            }
+            if (c->refs == 0) {
+                ho_event_put(d0, c->e);
+                free(c);
+            }
+        }
+    }
+    atomic_store_explicit(&eng.timing, ho_la_wants_timing(eng.la), memory_order_relaxed);
     if (atomic_load(&eng.capturing) == 0) {
         for (size_t i = 0; i < a.nevict; i++) {
             struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.evict[i];
@@ -1170,7 +1253,11 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     }
     if (t->slot != NULL) issue_end(t->slot);
     if (t->locked) pthread_mutex_unlock(&eng.lock);
-    if (eng.la != NULL && issued && t->func != 0) plan_after_launch(t, s, per_thread);
+    if (eng.la != NULL && issued && t->func != 0) {
+        plan_after_launch(t, s, per_thread);
+    } else if (t->timing_before != NULL) {
+        ho_timing_drop(dev_of(t->m[0]), t->timing_before); /* not a launch, or not issued */
+    }
 }
 
 /* --------------------------------------------------------------------------- progress */
@@ -1180,6 +1267,7 @@ void ho_engine_progress(void) {
         atomic_load_explicit(&eng.capturing, memory_order_relaxed) > 0)
         return;
     if (pthread_mutex_trylock(&eng.lock) != 0) return; /* someone else is making progress */
+    if (eng.ntimed > 0) ho_timing_poll();
     for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
         struct ho_dev *d = &eng.dev[dv];
         if (!d->ready) continue;
@@ -1308,5 +1396,8 @@ void ho_engine_fork_child(void) {
     eng.host_used = eng.host_pooled = 0;
     atomic_store(&eng.inflight, 0);
     atomic_store(&eng.capturing, 0);
+    eng.timed = NULL; /* the parent's events mean nothing here */
+    eng.ntimed = eng.captimed = 0;
+    atomic_store(&eng.timing, false);
     eng.active = false;
 }

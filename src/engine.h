@@ -30,6 +30,8 @@ struct ho_engine_touch {
     struct issue_slot *slot; /* this thread's issuing slot, while the call is being issued */
     uint64_t func;           /* the launched function (0: a copy, not a launch) */
     bool locked;             /* no slot could be had: eng.lock is held instead */
+    CUevent timing_before;   /* recorded just before the call when its step is being timed */
+    uint64_t seq;            /* the call's use sequence number */
 };
 
 struct ho_options;

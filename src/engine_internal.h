@@ -37,6 +37,14 @@ struct ho_cached {
     struct ho_cached *next;
 };
 
+/* An event recorded right after a launch, shared by the buffers it used: a move of one of them
+ * waits for that launch only, not for everything queued on its stream since (the host may be
+ * far ahead of the device). Counted references; eng.lock held for all uses. */
+struct ho_clock {
+    CUevent e;
+    int refs;
+};
+
 /* A managed buffer. */
 struct ho_managed {
     uint64_t id;
@@ -56,9 +64,12 @@ struct ho_managed {
     struct ho_host_slot *host;        /* host copy while it holds the bytes */
     struct ho_transition *tr;         /* the move in flight, if any */
     bool pinned;
-    bool free_requested;     /* freed while a move was in flight */
-    bool wanted;             /* on its device's prefetch queue, waiting for room */
-    bool deferred;           /* on its device's list of planned evictions, waiting for its use */
+    bool free_requested;    /* freed while a move was in flight */
+    bool wanted;            /* on its device's prefetch queue, waiting for room */
+    bool deferred;          /* on its device's list of planned evictions, waiting for its use */
+    struct ho_clock *clock; /* recorded after its latest clocked use, on clock_stream */
+    uint64_t clock_seq;     /* the use sequence of that use: valid while it equals last_use */
+    CUstream clock_stream;
     struct ho_managed *next; /* all managed buffers of the process */
 };
 
@@ -73,6 +84,7 @@ struct ho_transition {
     CUmemGenericAllocationHandle dev; /* restore: the new device handle */
     CUdeviceptr window;               /* restore: where the new handle is mapped for the copy */
     uint64_t start_ns;
+    CUevent timed[2]; /* restore: timing events around the copy, when this one measures the link */
     struct ho_transition *next;
 };
 
@@ -84,8 +96,17 @@ struct ho_deferred {
     CUevent after;
 };
 
-/* One copy stream per direction per device; moves complete in order on each. */
-enum { HO_Q_EVICT, HO_Q_RESTORE, HO_NQUEUES };
+/* A launch being timed for the lookahead policy: events around it on its stream. */
+struct ho_timed_launch {
+    uint64_t launch; /* the policy's index of the launch */
+    int device;
+    CUevent before, after;
+};
+
+/* One copy stream per direction per device, and one for stream-ordered frees (they wait for the
+ * buffer's last use, which may lie far ahead of the device: on the eviction stream they would
+ * hold back every eviction queued after them). Moves complete in order on each. */
+enum { HO_Q_EVICT, HO_Q_RESTORE, HO_Q_FREE, HO_NQUEUES };
 
 struct ho_dev {
     bool ready, failed;
@@ -118,6 +139,12 @@ struct ho_engine {
     _Atomic int inflight;    /* moves in flight, all devices */
     _Atomic int capturing;   /* stream captures in progress */
     struct ho_lookahead *la; /* the lookahead policy, when it runs */
+    _Atomic bool timing;     /* the policy wants this step's launches timed */
+    struct ho_timed_launch
+        *timed; /* timed launches whose durations are not read yet, oldest first */
+    size_t ntimed, captimed;
+    unsigned restores_timed;  /* restores that measured the link */
+    double link_bytes_per_ns; /* the fastest restore seen */
     uint64_t host_used, host_pooled;
     struct ho_host_slot *host_pool;
     struct va_range *va_pool;
@@ -126,6 +153,23 @@ struct ho_engine {
 extern struct ho_engine eng;
 
 /* arena.c */
+/* A launch or call on the default stream with per-thread semantics. */
+static inline bool implicit_per_thread(CUstream s, bool per_thread) {
+    return per_thread && (s == NULL || s == CU_STREAM_PER_THREAD);
+}
+
+/* engine_timing.c: timing-capable events (the pooled ones are not), recorded on s at once (NULL
+ * when that fails); the device time between two completed ones (0: unreadable); timed launches
+ * (eng.lock held for poll and add). The first HO_LINK_FIRST restores, then one in
+ * HO_LINK_SAMPLE, are timed too: the fastest gives the link's rate. */
+#define HO_LINK_FIRST  16
+#define HO_LINK_SAMPLE 64
+CUevent ho_timing_event(struct ho_dev *d, CUstream s, bool per_thread);
+void ho_timing_drop(struct ho_dev *d, CUevent e);
+uint64_t ho_timing_read(struct ho_dev *d, CUevent a, CUevent b);
+void ho_timing_poll(void);
+void ho_timing_add(struct ho_dev *d, CUevent before, uint64_t launch, CUstream s, bool per_thread);
+
 bool ho_dev_setup(int device);
 CUevent ho_event_get(struct ho_dev *d);
 void ho_event_put(struct ho_dev *d, CUevent e);

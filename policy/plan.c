@@ -1,0 +1,195 @@
+/* The gap planner (see plan.h for what it decides and why). */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Device time at the start of position q (which may lie in the next step when the run wraps),
+ * or q itself without times. */
+static uint64_t at(const struct ho_plan_run *r, uint64_t q) {
+    if (r->t == NULL) return q;
+    return (q / r->npos) * r->t[r->npos] + r->t[q % r->npos];
+}
+
+static bool timed(const struct ho_plan_run *r) {
+    return r->t != NULL && r->link_bytes_per_ns > 0;
+}
+
+/* The time a restore of g needs, ns. */
+static uint64_t transfer_ns(const struct ho_plan_run *r, const struct ho_gap *g) {
+    double ns = (double)g->bytes / r->link_bytes_per_ns * (g->factor ? g->factor : 1);
+    return (uint64_t)(ns * 9.0 / 8.0) + 1;
+}
+
+/* The fewest launches ahead of g->to whose device time covers `ns` (at least one). */
+static unsigned lead_for(const struct ho_plan_run *r, const struct ho_gap *g, uint64_t ns) {
+    uint64_t end = at(r, g->to), lead = 1;
+    while (g->to - lead > g->from && end - at(r, g->to - lead) < ns)
+        lead++;
+    return lead > UINT32_MAX ? UINT32_MAX : (unsigned)lead;
+}
+
+static uint64_t length(const struct ho_plan_run *r, const struct ho_gap *g) {
+    return at(r, g->to) - at(r, g->from + 1);
+}
+
+static const struct ho_plan_run *sort_run; /* qsort has no context argument */
+
+static int by_length_desc(const void *a, const void *b) {
+    const struct ho_gap *x = a, *y = b;
+    uint64_t lx = length(sort_run, x), ly = length(sort_run, y);
+    if (lx != ly) return lx > ly ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->from < y->from ? -1 : (x->from > y->from ? 1 : 0);
+}
+
+static int by_deadline_desc(const void *a, const void *b) {
+    const struct ho_gap *x = *(const struct ho_gap *const *)a,
+                        *y = *(const struct ho_gap *const *)b;
+    uint64_t dx = at(sort_run, x->to), dy = at(sort_run, y->to);
+    if (dx != dy) return dx > dy ? -1 : 1;
+    return x->key < y->key ? -1 : (x->key > y->key ? 1 : 0);
+}
+
+/* Restores share the link: latest deadline first, each one finishes before the next one (in
+ * deadline order) starts, so the leads account for the restores queued behind each other. */
+static void share_link(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n, size_t taken) {
+    struct ho_gap **order = malloc((taken + 1) * sizeof *order);
+    if (order == NULL) return; /* the leads stay as each gap alone needs them */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (gaps[i].taken) order[k++] = &gaps[i];
+    sort_run = r;
+    qsort(order, k, sizeof *order, by_deadline_desc);
+    uint64_t cursor = UINT64_MAX;
+    for (size_t i = 0; i < k; i++) {
+        struct ho_gap *g = order[i];
+        uint64_t deadline = at(r, g->to), finish = deadline < cursor ? deadline : cursor;
+        uint64_t need = transfer_ns(r, g);
+        uint64_t start = finish > need ? finish - need : 0;
+        g->lead = lead_for(r, g, deadline - start);
+        cursor = start;
+    }
+    free(order);
+}
+
+/* The first position at or after `from` whose start is at least `t_ns`. */
+static uint64_t position_at(const struct ho_plan_run *r, uint64_t from, uint64_t limit,
+                            uint64_t t_ns) {
+    uint64_t q = from;
+    while (q < limit && at(r, q) < t_ns)
+        q++;
+    return q;
+}
+
+static int by_leave_time(const void *a, const void *b) {
+    const struct ho_gap *x = *(const struct ho_gap *const *)a,
+                        *y = *(const struct ho_gap *const *)b;
+    uint64_t tx = at(sort_run, x->from + 1), ty = at(sort_run, y->from + 1);
+    if (tx != ty) return tx < ty ? -1 : 1;
+    return x->key < y->key ? -1 : (x->key > y->key ? 1 : 0);
+}
+
+/* Evictions share the other direction of the link, first come first served in the order the
+ * buffers' last uses run: a buffer is away only once its copy is through. Sets each taken gap's
+ * `away` (the first position it no longer occupies the device). */
+static void queue_evictions(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) {
+    struct ho_gap **order = malloc((n + 1) * sizeof *order);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (gaps[i].taken) {
+            gaps[i].away = gaps[i].from + 1;
+            if (order != NULL) order[k++] = &gaps[i];
+        }
+    if (order == NULL || !timed(r)) {
+        free(order);
+        return;
+    }
+    sort_run = r;
+    qsort(order, k, sizeof *order, by_leave_time);
+    uint64_t link_free = 0;
+    for (size_t i = 0; i < k; i++) {
+        struct ho_gap *g = order[i];
+        uint64_t start = at(r, g->from + 1);
+        if (link_free > start) start = link_free;
+        link_free = start + transfer_ns(r, g) / (g->factor ? g->factor : 1);
+        g->away = position_at(r, g->from + 1, g->to, link_free);
+    }
+    free(order);
+}
+
+/* Takes gap g if it covers a position still over: lowers `over` where it is away. */
+static bool take(const struct ho_plan_run *r, struct ho_gap *g, uint64_t away, unsigned lead,
+                 size_t *positive) {
+    if (g->to < (uint64_t)lead + 1 || away >= g->to - lead) return false;
+    uint64_t hi = g->to - lead; /* away during [away, hi) */
+    bool helps = false;
+    for (uint64_t q = away; q < hi && !helps; q++)
+        helps = r->over[q % r->npos] > 0;
+    if (!helps) return false;
+    for (uint64_t q = away; q < hi; q++) {
+        int64_t *o = &r->over[q % r->npos];
+        bool was = *o > 0;
+        *o -= (int64_t)g->bytes;
+        if (was && *o <= 0) (*positive)--;
+    }
+    g->lead = lead;
+    g->away = away;
+    g->taken = true;
+    return true;
+}
+
+#define ROUNDS 4 /* times the queues are settled and the remaining excess covered again */
+
+size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) {
+    if (r->npos == 0) return 0;
+    int64_t *base = malloc(r->npos * sizeof *base);
+    if (base == NULL) return 0;
+    memcpy(base, r->over, r->npos * sizeof *base);
+    sort_run = r;
+    qsort(gaps, n, sizeof *gaps, by_length_desc);
+    for (size_t i = 0; i < n; i++)
+        gaps[i].taken = false;
+    size_t taken = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        size_t positive = 0;
+        for (uint64_t q = 0; q < r->npos; q++)
+            if (r->over[q] > 0) positive++;
+        /* Cover what is still over, longest gaps first; a new gap's own copy delays when it is
+         * away, and its restore needs its own transfer time. */
+        for (size_t i = 0; i < n && positive > 0; i++) {
+            struct ho_gap *g = &gaps[i];
+            if (g->taken) continue;
+            unsigned lead = timed(r) ? lead_for(r, g, transfer_ns(r, g)) : (g->lead ? g->lead : 1);
+            uint64_t away = g->from + 1;
+            if (timed(r))
+                away = position_at(r, g->from + 1, g->to,
+                                   at(r, g->from + 1) +
+                                       transfer_ns(r, g) / (g->factor ? g->factor : 1));
+            if (take(r, g, away, lead, &positive)) taken++;
+        }
+        if (!timed(r) || taken == 0) break;
+        /* Settle both queues, then recount the excess with the times they give. */
+        share_link(r, gaps, n, taken);
+        queue_evictions(r, gaps, n);
+        memcpy(r->over, base, r->npos * sizeof *base);
+        bool over = false;
+        for (size_t i = 0; i < n; i++) {
+            struct ho_gap *g = &gaps[i];
+            if (!g->taken) continue;
+            if (g->away >= g->to - g->lead) { /* its copies leave it no time away */
+                g->taken = false;
+                taken--;
+                continue;
+            }
+            for (uint64_t q = g->away; q < g->to - g->lead; q++)
+                r->over[q % r->npos] -= (int64_t)g->bytes;
+        }
+        for (uint64_t q = 0; q < r->npos && !over; q++)
+            over = r->over[q] > 0;
+        if (!over) break;
+    }
+    free(base);
+    return taken;
+}

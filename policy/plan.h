@@ -1,0 +1,49 @@
+/* Choosing what to keep off the device, and when to bring it back: the planner both lookahead
+ * (on the last step, learned) and oracle (on the whole trace, known) use. Pure C, deterministic.
+ *
+ * The input is a run of launch positions 0..npos-1 and, at each, how far the device footprint
+ * would exceed the budget if nothing moved ("over", bytes, positive where over). A gap is a
+ * stretch between two uses of one buffer, at positions `from` < `to`, during which it could be off
+ * the device: it leaves right after the use at `from` and must be back before the use at `to`.
+ * With `wrap` the run is one step of a loop, and a gap may end in the next step (to >= npos).
+ *
+ * Greedy, longest gaps first (the easiest to hide): a gap is taken when it covers a position
+ * still over, and it then lowers "over" wherever the buffer is away. Only what the budget needs
+ * moves: the link is the real cost. Lengths and leads are in device time when the positions'
+ * durations and the link's rate are known, else in launches:
+ * - with times, a restore needs bytes / rate, times the gap's `factor` (the late-restore
+ *   feedback), plus an eighth; it is issued the fewest launches ahead of the use that cover that
+ *   time. Restores share one link: taken gaps are then placed latest deadline first, each
+ *   finishing no later than the next one starts, and their leads grow to match.
+ * - without, the lead is the gap's `lead` in launches.
+ * A gap too short for its lead (the buffer would be back before it left) is not taken. */
+#ifndef HOSTOFF_PLAN_H
+#define HOSTOFF_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ho_gap {
+    uint64_t key, bytes;
+    uint64_t from, to; /* positions of the two uses; to < npos unless the run wraps */
+    unsigned lead;     /* in: lead in launches, used without times; out: the chosen lead */
+    unsigned factor;   /* in: multiplies the transfer time (1: none) */
+    bool taken;        /* out */
+    uint64_t away;     /* out: the first position it no longer occupies the device */
+};
+
+struct ho_plan_run {
+    uint64_t npos;
+    bool wrap;
+    /* Device time at the start of each position, ns (npos + 1 values: the last is the run's
+     * length); NULL when unknown. */
+    const uint64_t *t;
+    double link_bytes_per_ns; /* host-to-device rate; 0 when unknown */
+    int64_t *over;            /* npos values, lowered as gaps are taken */
+};
+
+/* Marks the gaps to take and sets their leads. `gaps` is reordered. Returns how many were taken. */
+size_t ho_plan_gaps(const struct ho_plan_run *run, struct ho_gap *gaps, size_t n);
+
+#endif
