@@ -56,7 +56,8 @@ void ho_engine_init(const struct ho_options *o) {
     eng.backend = o->backend;
     eng.min_bytes = o->min_bytes;
     eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
-    if (o->policy == HO_CHOOSE_LOOKAHEAD) {
+    bool oracle = o->policy == HO_CHOOSE_ORACLE && ho_oracle_load(o->oracle_plan);
+    if (o->policy == HO_CHOOSE_LOOKAHEAD || (o->policy == HO_CHOOSE_ORACLE && !oracle)) {
         /* The first lead: 8 launches; late restores double it per buffer role. */
         eng.la = ho_la_create(8);
         if (eng.la == NULL)
@@ -74,6 +75,17 @@ static struct ho_dev *dev_of(const struct ho_managed *m) {
 /* The policy's id for a buffer: the engine's own pointer, opaque to it. */
 static uint64_t policy_id(const struct ho_managed *m) {
     return (uint64_t)(uintptr_t)m;
+}
+
+/* Whether a policy predicts next uses now (lookahead once it trusts its step; the oracle always),
+ * and its prediction for m: launches until m's next use. */
+static bool predicting(void) {
+    return ho_oracle_on() || (eng.la != NULL && ho_la_predicts(eng.la));
+}
+
+static uint64_t predicted_next_use(const struct ho_managed *m) {
+    if (ho_oracle_on()) return ho_oracle_next(m);
+    return eng.la != NULL ? ho_la_next_use(eng.la, policy_id(m)) : HO_NEXT_USE_UNKNOWN;
 }
 
 static void device_bytes(int64_t delta) {
@@ -602,7 +614,7 @@ static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *
  * recently used. */
 static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                         int nprotect, uint64_t beyond, bool *host_full) {
-    bool predicts = eng.la != NULL && ho_la_predicts(eng.la);
+    bool predicts = predicting();
     size_t started = 0;
     while (d->resident - d->evicting + need > d->budget && !*host_full) {
         size_t n = 0, cap = 0;
@@ -617,8 +629,7 @@ static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *cons
                 if (dev_of(m) != d || m->pinned || m->tr != NULL ||
                     atomic_load(&m->state) != HO_RESIDENT || protected_buf(m, protect, nprotect))
                     continue;
-                uint64_t next =
-                    predicts ? ho_la_next_use(eng.la, policy_id(m)) : HO_NEXT_USE_UNKNOWN;
+                uint64_t next = predicts ? predicted_next_use(m) : HO_NEXT_USE_UNKNOWN;
                 if (predicts && next <= beyond) continue;
                 /* The candidate's id is its index here, so a victim is found without a search. */
                 by_id[n] = m;
@@ -782,6 +793,7 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     if (ho_real.cuCtxGetDevice(&device) != CUDA_SUCCESS || device < 0 || device >= HO_MAX_DEVICES)
         return CUDA_ERROR_NOT_SUPPORTED; /* no context: the driver gives its own answer */
     struct ho_managed *m = calloc(1, sizeof *m);
+    if (m != NULL) m->ordinal = UINT64_MAX;
     if (m == NULL) return CUDA_ERROR_NOT_SUPPORTED;
     m->device = device;
     m->size = bytes;
@@ -811,9 +823,10 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     m->id = b->id;
     m->record = b;
     b->engine = m;
-    if (eng.la != NULL) {
+    if (eng.la != NULL || ho_oracle_on()) {
         pthread_mutex_lock(&eng.lock);
-        ho_la_alloc(eng.la, policy_id(m), m->span);
+        if (eng.la != NULL) ho_la_alloc(eng.la, policy_id(m), m->span);
+        if (ho_oracle_on()) ho_oracle_alloc(m);
         pthread_mutex_unlock(&eng.lock);
     }
     ho_count(&ho_stats.counts_allocs, 1);
@@ -835,6 +848,7 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     want_drop(dev_of(m), m);
     defer_drop(dev_of(m), m);
     if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
+    if (ho_oracle_on()) ho_oracle_forget(m);
     if (async) add_user(m, stream, per_thread, next_use());
     if (async && implicit_per_thread(stream, per_thread)) {
         /* The free is ordered after this thread's per-thread stream: wait for it here. */
@@ -1049,10 +1063,9 @@ static void want_start(struct ho_dev *d) {
                 /* In order: wait for more room. Room is made by evicting buffers needed later
                  * than this one (furthest first), never by waiting: the evictions land, and
                  * progress starts this prefetch then. */
-                if (eng.la != NULL && ho_la_predicts(eng.la) && atomic_load(&eng.capturing) == 0) {
+                if (predicting() && atomic_load(&eng.capturing) == 0) {
                     bool host_full = false;
-                    evict_for(d, m->span, NULL, 0, ho_la_next_use(eng.la, policy_id(m)),
-                              &host_full);
+                    evict_for(d, m->span, NULL, 0, predicted_next_use(m), &host_full);
                 }
                 return;
             }
@@ -1149,7 +1162,7 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
  * the host keeps running ahead of the device. eng.lock held. */
 #define HEADROOM_SHARE 16 /* 1/16 of the budget */
 static void keep_headroom(struct ho_dev *d) {
-    if (d->budget == UINT64_MAX || !ho_la_predicts(eng.la)) return;
+    if (d->budget == UINT64_MAX || !predicting()) return;
     uint64_t headroom = d->budget / HEADROOM_SHARE;
     defer_poll(d);
     if (d->resident - d->evicting + headroom <= d->budget || d->evicting >= background_cap())
@@ -1158,10 +1171,38 @@ static void keep_headroom(struct ho_dev *d) {
     evict_for(d, headroom, NULL, 0, 0, &host_full);
 }
 
-/* After a launch: tell the lookahead policy, then start the moves it asks for. Proactive moves
- * only happen under a budget (without one nothing needs the room), never during capture, and a
- * prefetch only takes room that is free now: it must not make the application wait. */
+/* Clocks a launch (after it was issued on s) so that moving one of its buffers later waits for
+ * it alone. eng.lock held. */
+static void clock_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
+    struct ho_dev *d0 = dev_of(t->m[0]);
+    if (d0->budget == UINT64_MAX || implicit_per_thread(s, per_thread)) return;
+    struct ho_clock *c = malloc(sizeof *c);
+    if (c == NULL) return; /* moves of these buffers wait for their whole streams instead */
+    CUstream cs = s != NULL ? s : CU_STREAM_LEGACY;
+    c->refs = 0;
+    c->e = ho_event_get(d0);
+    ho_ctx_push(d0);
+    bool ok = c->e != NULL && ho_real.cuEventRecord(c->e, cs) == CUDA_SUCCESS;
+    ho_ctx_pop();
+    if (ok) {
+        for (int i = 0; i < t->n; i++)
+            if (dev_of(t->m[i]) == d0) clock_set(t->m[i], c, t->seq, cs);
+    }
+    if (c->refs == 0) {
+        ho_event_put(d0, c->e);
+        free(c);
+    }
+}
+
+#define PLAN_ACTIONS 256 /* moves one launch may start; the rest fall to the reactive path */
+
+/* After a launch: tell the policy (lookahead, or the oracle's plan), then start the moves it asks
+ * for. Proactive moves only happen under a budget (without one nothing needs the room), never
+ * during capture, and a prefetch only takes room that is free now: it must not make the
+ * application wait. */
 static void plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
+    struct ho_managed *evict[PLAN_ACTIONS], *restore[PLAN_ACTIONS];
+    size_t nevict = 0, nrestore = 0;
     uint64_t ids[HO_TOUCH_MAX];
     /* What identifies a point in the step: the function, and the sizes of the buffers it gets
      * (a generic kernel launched throughout a step is told apart by its operands). */
@@ -1171,49 +1212,38 @@ static void plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool 
         sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
     }
     pthread_mutex_lock(&eng.lock);
-    /* The plan is for one device's budget: the first one the policy sees a launch on. */
-    static bool budget_given;
-    if (!budget_given) {
-        ho_la_set_budget(eng.la, dev_of(t->m[0])->budget);
-        budget_given = true;
-    }
-    struct ho_la_actions a;
-    ho_la_launch(eng.la, sig, ids, (size_t)t->n, &a);
-    if (t->timing_before != NULL)
-        ho_timing_add(dev_of(t->m[0]), t->timing_before, ho_la_launches(eng.la) - 1, s, per_thread);
-    struct ho_dev *d0 = dev_of(t->m[0]);
-    if (d0->budget != UINT64_MAX && !implicit_per_thread(s, per_thread)) {
-        /* Clock this launch, so that moving one of its buffers later waits for it alone. */
-        struct ho_clock *c = malloc(sizeof *c);
-        CUstream cs = s != NULL ? s : CU_STREAM_LEGACY;
-        if (c != NULL) {
-            c->refs = 0;
-            c->e = ho_event_get(d0);
-            ho_ctx_push(d0);
-            bool ok = c->e != NULL && ho_real.cuEventRecord(c->e, cs) == CUDA_SUCCESS;
-            ho_ctx_pop();
-            if (ok) {
-                for (int i = 0; i < t->n; i++)
-                    if (dev_of(t->m[i]) == d0) clock_set(t->m[i], c, t->seq, cs);
-            }
-            if (c->refs == 0) {
-                ho_event_put(d0, c->e);
-                free(c);
-            }
+    if (eng.la != NULL) {
+        /* The plan is for one device's budget: the first one the policy sees a launch on. */
+        static bool budget_given;
+        if (!budget_given) {
+            ho_la_set_budget(eng.la, dev_of(t->m[0])->budget);
+            budget_given = true;
         }
+        struct ho_la_actions a;
+        ho_la_launch(eng.la, sig, ids, (size_t)t->n, &a);
+        for (size_t i = 0; i < a.nevict; i++)
+            evict[nevict++] = (struct ho_managed *)(uintptr_t)a.evict[i];
+        for (size_t i = 0; i < a.nrestore; i++)
+            restore[nrestore++] = (struct ho_managed *)(uintptr_t)a.restore[i];
+        if (t->timing_before != NULL)
+            ho_timing_add(dev_of(t->m[0]), t->timing_before, ho_la_launches(eng.la) - 1, s,
+                          per_thread);
+        atomic_store_explicit(&eng.timing, ho_la_wants_timing(eng.la), memory_order_relaxed);
+    } else {
+        ho_oracle_launch(evict, &nevict, restore, &nrestore, PLAN_ACTIONS);
     }
-    atomic_store_explicit(&eng.timing, ho_la_wants_timing(eng.la), memory_order_relaxed);
+    clock_launch(t, s, per_thread);
     if (atomic_load(&eng.capturing) == 0) {
-        for (size_t i = 0; i < a.nevict; i++) {
-            struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.evict[i];
+        for (size_t i = 0; i < nevict; i++) {
+            struct ho_managed *m = evict[i];
             if (dev_of(m)->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
                 atomic_load(&m->state) != HO_RESIDENT)
                 continue;
             if (!defer_add(dev_of(m), m, s, per_thread)) start_evict(m);
         }
         keep_headroom(dev_of(t->m[0]));
-        for (size_t i = 0; i < a.nrestore; i++) {
-            struct ho_managed *m = (struct ho_managed *)(uintptr_t)a.restore[i];
+        for (size_t i = 0; i < nrestore; i++) {
+            struct ho_managed *m = restore[i];
             struct ho_dev *d = dev_of(m);
             if (d->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
                 atomic_load(&m->state) != HO_HOST)
@@ -1253,7 +1283,7 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     }
     if (t->slot != NULL) issue_end(t->slot);
     if (t->locked) pthread_mutex_unlock(&eng.lock);
-    if (eng.la != NULL && issued && t->func != 0) {
+    if ((eng.la != NULL || ho_oracle_on()) && issued && t->func != 0) {
         plan_after_launch(t, s, per_thread);
     } else if (t->timing_before != NULL) {
         ho_timing_drop(dev_of(t->m[0]), t->timing_before); /* not a launch, or not issued */

@@ -70,6 +70,7 @@ struct ho_managed {
     struct ho_clock *clock; /* recorded after its latest clocked use, on clock_stream */
     uint64_t clock_seq;     /* the use sequence of that use: valid while it equals last_use */
     CUstream clock_stream;
+    uint64_t ordinal;        /* the oracle's number for it (UINT64_MAX: none) */
     struct ho_managed *next; /* all managed buffers of the process */
 };
 
@@ -169,6 +170,17 @@ void ho_timing_drop(struct ho_dev *d, CUevent e);
 uint64_t ho_timing_read(struct ho_dev *d, CUevent a, CUevent b);
 void ho_timing_poll(void);
 void ho_timing_add(struct ho_dev *d, CUevent before, uint64_t launch, CUstream s, bool per_thread);
+
+/* engine_oracle.c: the oracle policy's plan (eng.lock held for all but the load): load it at
+ * start; number each managed buffer and forget it when freed; the moves after the next launch
+ * (at most cap of each kind); launches until a buffer's next use (UINT64_MAX: none left). */
+bool ho_oracle_load(const char *path);
+bool ho_oracle_on(void);
+void ho_oracle_alloc(struct ho_managed *m);
+void ho_oracle_forget(struct ho_managed *m);
+size_t ho_oracle_launch(struct ho_managed **evict, size_t *nevict, struct ho_managed **restore,
+                        size_t *nrestore, size_t cap);
+uint64_t ho_oracle_next(const struct ho_managed *m);
 
 bool ho_dev_setup(int device);
 CUevent ho_event_get(struct ho_dev *d);

@@ -131,6 +131,8 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     out->trace = trace != NULL && *trace != '\0' ? trace : NULL;
     const char *lib = value_of(getenv_fn, HO_OPT_LIBCUDA, &invalid);
     out->libcuda = lib != NULL && *lib != '\0' ? lib : NULL;
+    const char *plan = value_of(getenv_fn, HO_OPT_ORACLE_PLAN, &invalid);
+    out->oracle_plan = plan != NULL && *plan != '\0' ? plan : NULL;
     return invalid;
 }
 

@@ -20,7 +20,8 @@ enum ho_option_kind {
 };
 
 enum ho_backend { HO_BACKEND_AUTO, HO_BACKEND_VMM, HO_BACKEND_UVM };
-enum ho_policy_choice { HO_CHOOSE_LRU, HO_CHOOSE_LOOKAHEAD };
+/* In the order of options.def's values. */
+enum ho_policy_choice { HO_CHOOSE_LOOKAHEAD, HO_CHOOSE_LRU, HO_CHOOSE_ORACLE };
 
 /* A size or a share of something the engine learns later (the device's memory). */
 struct ho_amount {
@@ -60,9 +61,10 @@ struct ho_options {
     enum ho_backend backend;
     enum ho_policy_choice policy;
     enum ho_log_level log;
-    const char *report;  /* NULL: no report */
-    const char *trace;   /* NULL: no trace */
-    const char *libcuda; /* NULL: dlopen("libcuda.so.1") */
+    const char *report;      /* NULL: no report */
+    const char *trace;       /* NULL: no trace */
+    const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */
+    const char *oracle_plan; /* NULL: none */
 };
 
 /* Parses the environment once (thread-safe) and returns the result. */

@@ -104,7 +104,9 @@ static void write_header(void) {
     if (budget != UINT64_MAX) out_fmt(",\"budget_bytes\":%llu", (unsigned long long)budget);
     if (offload)
         out_fmt(",\"policy\":\"%s\"",
-                ho_options()->policy == HO_CHOOSE_LOOKAHEAD ? "lookahead" : "lru");
+                ho_options()->policy == HO_CHOOSE_LOOKAHEAD
+                    ? "lookahead"
+                    : (ho_options()->policy == HO_CHOOSE_ORACLE ? "oracle" : "lru"));
     if (strcmp(clock, "simcuda") == 0) {
         /* The simulated link's rates (docs/simcuda.md defaults), for the link figures. */
         static const char *const vars[] = {"SIMCUDA_H2D_GBPS", "SIMCUDA_D2H_GBPS",

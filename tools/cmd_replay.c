@@ -1,4 +1,4 @@
-/* hostoff replay TRACE [--budget none|BYTES|PCT%] [--policy lru|lookahead]
+/* hostoff replay TRACE [--budget none|BYTES|PCT%] [--policy lookahead|lru|oracle]
  *                      [--link pcie5|c2c|GBPS] [--json]
  *
  * Replays a trace through the real libhostoff.so on the simulated driver (sparse mode: no bytes
@@ -17,9 +17,13 @@
  *                   GBPS: that rate each way, 1.6x it together (as PCIe's 88/55)
  * The simulated device is large enough for the whole trace (twice its peak, at least the traced
  * device's memory), so only the budget constrains. Every buffer is the engine's to move
- * (HOSTOFF_MIN_BYTES=1). */
+ * (HOSTOFF_MIN_BYTES=1).
+ *   --policy oracle  plans every move from the whole trace first (policy/oracle.h), writes the
+ *                    plan beside the reports, and the library follows it (HOSTOFF_ORACLE_PLAN):
+ *                    the bound lookahead is measured against. */
 #include "cli.h"
 #include "json.h"
+#include "oracle_input.h"
 #include "trace_read.h"
 
 #include <errno.h>
@@ -60,11 +64,13 @@ struct results {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: hostoff replay TRACE [--budget none|BYTES|PCT%%] "
-            "[--policy lru|lookahead]\n"
+            "[--policy lookahead|lru|oracle]\n"
             "                      [--link pcie5|c2c|GBPS] [--json]\n"
             "                      [--report PATH] [--record PATH]\n\n"
             "  --budget   device bytes for the offloaded buffers (default 50%%); none: no offload\n"
-            "  --policy   HOSTOFF_POLICY for the replay (default lru, the library's default)\n"
+            "  --policy   HOSTOFF_POLICY for the replay (default lookahead, the library's "
+            "default);\n"
+            "             oracle: every move planned from the whole trace first (the bound)\n"
             "  --link     host link: pcie5 (55 GB/s each way), c2c (345 GB/s), or GB/s\n"
             "  --json     one JSON object instead of the summary\n"
             "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
@@ -73,7 +79,7 @@ static void usage(FILE *f) {
 
 static int parse(int argc, char **argv, struct options *o) {
     o->budget_text = "50%";
-    o->policy = "lru"; /* the library's default */
+    o->policy = "lookahead"; /* the library's default */
     o->link = "pcie5";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -117,13 +123,9 @@ static int parse(int argc, char **argv, struct options *o) {
         usage(stderr);
         return 2;
     }
-    if (strcmp(o->policy, "oracle") == 0) {
-        /* The library has no oracle policy yet: say so rather than replay another policy. */
-        cli_error("replay: --policy oracle: not available yet (lru and lookahead are)");
-        return 2;
-    }
-    if (strcmp(o->policy, "lru") != 0 && strcmp(o->policy, "lookahead") != 0) {
-        cli_error("replay: --policy %s: expected lru or lookahead", o->policy);
+    if (strcmp(o->policy, "lru") != 0 && strcmp(o->policy, "lookahead") != 0 &&
+        strcmp(o->policy, "oracle") != 0) {
+        cli_error("replay: --policy %s: expected lookahead, lru or oracle", o->policy);
         return 2;
     }
     uint64_t gbps = 0;
@@ -382,9 +384,9 @@ static void print_summary(const struct options *o, const struct trace *t, const 
 /* ------------------------------------------------------------------------------- command */
 
 static void remove_dir(const char *dir) {
-    static const char *const files[] = {"simcuda.json", "hostoff.json"};
+    static const char *const files[] = {"simcuda.json", "hostoff.json", "oracle.plan"};
     char path[PATH_MAX];
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);
     }
@@ -463,7 +465,17 @@ int cmd_replay(int argc, char **argv) {
         setv(extra, &n, "HOSTOFF_BUDGET=%llu", (unsigned long long)o.budget);
         setv(extra, &n, "HOSTOFF_MIN_BYTES=1");
         setv(extra, &n, "HOSTOFF_POLICY=%s", o.policy);
-        if (strcmp(o.policy, "oracle") == 0) setv(extra, &n, "HOSTOFF_ORACLE_TRACE=%s", trace_abs);
+        if (strcmp(o.policy, "oracle") == 0) {
+            char plan[PATH_MAX];
+            snprintf(plan, sizeof plan, "%s/oracle.plan", dir);
+            if (oracle_write_plan(&t, o.budget, o.h2d, plan, err, sizeof err) != 0) {
+                cli_error("replay: --policy oracle: %s; nothing replayed", err);
+                remove_dir(dir);
+                trace_free(&t);
+                return 1;
+            }
+            setv(extra, &n, "HOSTOFF_ORACLE_PLAN=%s", plan);
+        }
     }
     if (isatty(STDERR_FILENO)) setv(extra, &n, "HOSTOFF_REPLAYER_PROGRESS=1");
     char **env = child_env(extra, n);

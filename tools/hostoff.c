@@ -12,12 +12,12 @@ const struct cli_subcommand cli_subcommands[] = {
     {"report", cmd_report, "FILE... [-o DIR] [--name STEM] [--kernel-names TRACE] [--link L]",
      "render reports and traces as an HTML page and a Perfetto trace"},
     {"demo", cmd_demo,
-     "[-o DIR] [--budget PCT%|BYTES] [--policy lru|lookahead] [--link L] [--steps N]",
+     "[-o DIR] [--budget PCT%|BYTES] [--policy lookahead|lru|oracle] [--link L] [--steps N]",
      "the main job: a GPT training job on the simulated H200 under a budget, with its report"},
     {"gen-trace", cmd_gentrace, "PRESET [options] -o FILE",
      "write the trace of a synthetic training job (gpt, deepseek)"},
     {"replay", cmd_replay,
-     "TRACE [--budget none|BYTES|PCT%] [--policy lru|lookahead] [--link L] [--json] "
+     "TRACE [--budget none|BYTES|PCT%] [--policy lookahead|lru|oracle] [--link L] [--json] "
      "[--report PATH] [--record PATH]",
      "replay a trace through libhostoff.so on the simulated driver"},
 };

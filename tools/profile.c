@@ -856,9 +856,10 @@ size_t prof_suggest(const struct profile *p, char out[][512], size_t cap) {
                     "from the launches alone here. Mark steps with hostoff_mark_step() "
                     "(hostoff.h) so it knows the step at once.");
         else if (strcmp(p->policy, "lookahead") == 0)
-            SUGGEST("Most waiting is for restores on demand: the lookahead policy (still being "
-                    "tuned) prefetched too few of the buffers in time. Compare with --policy lru, "
-                    "and give it more budget to plan with.");
+            SUGGEST(
+                "Most waiting is for restores on demand: the lookahead policy runs as lru until "
+                "two steps alike and one timed step have shown it the step, so a short run is "
+                "mostly those; past them, more budget leaves it room to fetch earlier.");
         else
             SUGGEST("Most waiting is for restores on demand: HOSTOFF_POLICY=lookahead (--policy "
                     "lookahead) learns the step and prefetches ahead of use.");

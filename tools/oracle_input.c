@@ -1,0 +1,102 @@
+/* Numbering a trace as the engine will see its replay (see oracle_input.h):
+ * - buffers: every allocation the engine manages, in order (HOSTOFF_MIN_BYTES=1 in a replay, so
+ *   all but managed-memory ones), each the size the engine maps (a whole number of 2 MiB
+ *   granules, the simulated driver's);
+ * - launches: those using at least one such buffer (the engine shows its policy no others).
+ * If the replay ever diverges (an allocation the engine could not manage), the numbers shift and
+ * the oracle's moves land on the wrong buffers: slower, never incorrect, since the engine still
+ * checks every move. */
+#include "oracle_input.h"
+#include "idmap.h"
+#include "oracle.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRANULE (2ull << 20)
+
+int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, const char *path,
+                      char *err, size_t errcap) {
+    struct idmap live = {0};
+    size_t nbuf = 0, nlaunch = 0, nuse = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->ev[i].kind == TEV_ALLOC && !t->ev[i].managed) nbuf++;
+        if (t->ev[i].kind == TEV_LAUNCH) nuse += t->ev[i].nuse;
+    }
+    uint64_t *bytes = calloc(nbuf + 1, sizeof *bytes), *born = calloc(nbuf + 1, sizeof *born);
+    uint64_t *dies = calloc(nbuf + 1, sizeof *dies), *use = calloc(nuse + 1, sizeof *use);
+    uint64_t *ns = calloc(t->launches + 1, sizeof *ns);
+    size_t *use_start = calloc(t->launches + 2, sizeof *use_start);
+    int rc = -1;
+    struct ho_oracle_plan plan = {0};
+    if (bytes == NULL || born == NULL || dies == NULL || use == NULL || ns == NULL ||
+        use_start == NULL) {
+        snprintf(err, errcap, "out of memory");
+        goto done;
+    }
+    size_t b = 0, k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct tev *e = &t->ev[i];
+        uint64_t ord;
+        switch (e->kind) {
+        case TEV_ALLOC:
+            if (e->managed) {
+                idmap_del(&live, e->id);
+                break;
+            }
+            bytes[b] = (e->bytes + GRANULE - 1) / GRANULE * GRANULE;
+            if (bytes[b] == 0) bytes[b] = GRANULE;
+            born[b] = nlaunch;
+            dies[b] = UINT64_MAX;
+            if (!idmap_put(&live, e->id, b)) {
+                snprintf(err, errcap, "out of memory");
+                goto done;
+            }
+            b++;
+            break;
+        case TEV_FREE:
+            if (idmap_get(&live, e->id, &ord)) {
+                dies[ord] = nlaunch;
+                idmap_del(&live, e->id);
+            }
+            break;
+        case TEV_LAUNCH: {
+            size_t first = k;
+            for (uint32_t u = 0; u < e->nuse; u++)
+                if (idmap_get(&live, t->uses[e->use_at + u], &ord)) use[k++] = ord;
+            if (k == first) break; /* no managed buffer: the engine does not count it */
+            ns[nlaunch] = e->ns;
+            use_start[++nlaunch] = k;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    for (size_t i = 0; i < nbuf; i++)
+        if (dies[i] == UINT64_MAX) dies[i] = nlaunch;
+    struct ho_oracle_input in = {nlaunch, ns,   use_start, use,    nbuf,
+                                 bytes,   born, dies,      budget, h2d_gbps * 1e9};
+    if (ho_oracle_plan(&in, &plan) != 0) {
+        snprintf(err, errcap, "out of memory while planning");
+        goto done;
+    }
+    FILE *f = fopen(path, "w");
+    if (f == NULL || ho_oracle_write(&plan, f) != 0 || fclose(f) != 0) {
+        snprintf(err, errcap, "%s: cannot write the plan: %s", path, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    ho_oracle_free(&plan);
+    idmap_free(&live);
+    free(bytes);
+    free(born);
+    free(dies);
+    free(use);
+    free(ns);
+    free(use_start);
+    return rc;
+}
