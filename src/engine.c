@@ -1003,10 +1003,11 @@ static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool p
 
 /* Background evictions (planned, or keeping headroom) fill the link only this far ahead: the
  * copy queue is first come, first served, so a deep one would make an allocation that needs room
- * now wait behind moves that could have waited. 25 ms of link time, once the link is measured. */
+ * now wait behind moves that could have waited. 50 ms of link time once the link is measured (a
+ * sweep of 12, 25 and 50 ms on the policy benchmark's long-context workloads chose it). */
 static uint64_t background_cap(void) {
     double rate = eng.link_bytes_per_ns;
-    uint64_t cap = rate > 0 ? (uint64_t)(rate * 25e6) : (512ull << 20);
+    uint64_t cap = rate > 0 ? (uint64_t)(rate * 50e6) : (512ull << 20);
     return cap < (64ull << 20) ? (64ull << 20) : cap;
 }
 

@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """The policy benchmark: one table of how close each policy gets to an unconstrained GPU.
 
-    python3 tools/bench_policy.py [BUILD_DIR] [--steps N] [--markdown]
+    python3 tools/bench_policy.py [BUILD_DIR] [--steps N] [--markdown] [--preset NAME ...]
 
-For the gpt and deepseek presets of `hostoff gen-trace` at their defaults (unconstrained peaks
-over 100 GB), on the pcie5 and c2c links, at budgets of 70% and 50% of the unconstrained peak, it
-replays each trace through the real libhostoff.so on the sparse simulator (`hostoff replay
---json`) under every available policy and prints, per row: the steady step time over the
-unconstrained one, peak device bytes, bytes moved each way per step, stall time per step, and
-beside them the step time of full rematerialisation, estimated as the unconstrained step plus one
-more forward pass (a forward pass is taken as a third of a training step: backward costs twice
-the forward). Everything is virtual time: the same inputs give the same table on any machine.
-
-The `oracle` policy (the bound) is not available yet; its column is absent. A benchmark prints
-figures; it is not a test and asserts nothing.
+Four workloads of `hostoff gen-trace`, each with an unconstrained peak over 100 GB:
+  gpt-128k       gpt, 8 layers of width 4096, one 131072-token sequence a step (long context)
+  deepseek-128k  deepseek, 4 layers with 64 heads, one 131072-token sequence a step
+  gpt            gpt at its defaults (24 layers of width 4096, 4 x 4096 tokens)
+  deepseek       deepseek at its defaults (12 layers, 2 x 4096 tokens)
+On the pcie5 and c2c links, at budgets of 70% and 50% of the unconstrained peak, each trace is
+replayed through the real libhostoff.so on the sparse simulator (`hostoff replay --json`) under
+lru, lookahead and oracle, and each row gives: the steady step time over the unconstrained one
+(and lookahead's over oracle's), peak device bytes, bytes moved each way per step, the device
+time lost per step (steady step minus the unconstrained step: what the stalls cost), the time
+the host waited per step (hidden while the device has queued work), and beside them the step
+time of full rematerialisation, estimated as the unconstrained step plus one more forward pass
+(a forward pass is taken as a third of a training step: backward costs twice the forward).
+Everything is virtual time: the same inputs give the same table on any machine. A benchmark
+prints figures; it is not a test and asserts nothing.
 """
 import argparse
 import json
@@ -22,10 +26,17 @@ import subprocess
 import sys
 import tempfile
 
-PRESETS = ("gpt", "deepseek")
+PRESETS = {
+    "gpt-128k": ["gpt", "--layers", "8", "--hidden", "4096", "--heads", "32", "--seq", "131072",
+                 "--micro-batch", "1"],
+    "deepseek-128k": ["deepseek", "--layers", "4", "--heads", "64", "--seq", "131072",
+                      "--micro-batch", "1"],
+    "gpt": ["gpt"],
+    "deepseek": ["deepseek"],
+}
 LINKS = ("pcie5", "c2c")
 BUDGETS = ("70%", "50%")
-POLICIES = ("lru", "lookahead")
+POLICIES = ("lru", "lookahead", "oracle")
 
 
 def replay(hostoff, trace, budget, policy, link):
@@ -47,6 +58,8 @@ def main(argv):
     ap.add_argument("build", nargs="?", default="build", help="the build directory (default build)")
     ap.add_argument("--steps", type=int, default=8, help="training steps per trace (default 8)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--preset", action="append", choices=sorted(PRESETS),
+                    help="only these workloads (default: all four)")
     args = ap.parse_args(argv)
     hostoff = os.path.join(args.build, "tools", "hostoff")
     if not os.access(hostoff, os.X_OK):
@@ -55,10 +68,10 @@ def main(argv):
         return 2
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for preset in PRESETS:
+        for preset in args.preset or list(PRESETS):
             trace = os.path.join(tmp, preset + ".jsonl")
-            subprocess.run([hostoff, "gen-trace", preset, "--steps", str(args.steps), "-o", trace],
-                           check=True, capture_output=True)
+            subprocess.run([hostoff, "gen-trace", *PRESETS[preset], "--steps", str(args.steps),
+                            "-o", trace], check=True, capture_output=True)
             for link in LINKS:
                 base = replay(hostoff, trace, "none", None, link)
                 if "error" in base:
@@ -67,30 +80,41 @@ def main(argv):
                 step0 = base["steady_step_ns"]
                 remat = step0 * 4 / 3
                 for budget in BUDGETS:
+                    ratios = {}
                     for policy in POLICIES:
                         r = replay(hostoff, trace, budget, policy, link)
                         steps = max(1, r.get("steps", args.steps))
+                        ratio = r["steady_step_ns"] / step0 if "error" not in r else None
+                        ratios[policy] = ratio
                         rows.append({
                             "preset": preset, "link": link, "budget": budget, "policy": policy,
                             "unconstrained_ms": step0 / 1e6, "remat_ratio": remat / step0,
-                            "error": r.get("error"),
-                            "ratio": r["steady_step_ns"] / step0 if "error" not in r else None,
+                            "error": r.get("error"), "ratio": ratio,
+                            "vs_oracle": None,
                             "peak_gb": gb(r.get("peak_device_bytes", 0)),
                             "moved_gb": gb(r.get("bytes_to_host", 0)) / steps,
-                            "stall_ms": r.get("stall_ns", 0) / 1e6 / steps,
+                            "lost_ms": (r.get("steady_step_ns", step0) - step0) / 1e6,
+                            "wait_ms": r.get("stall_ns", 0) / 1e6 / steps,
                         })
-    head = ("preset", "link", "budget", "policy", "step / unconstrained", "peak GB",
-            "moved GB/step each way", "stall ms/step", "remat (est.)", "unconstrained ms")
+                    la, orc = ratios.get("lookahead"), ratios.get("oracle")
+                    if la is not None and orc:
+                        for row in rows[-len(POLICIES):]:
+                            if row["policy"] == "lookahead":
+                                row["vs_oracle"] = la / orc
+    head = ("workload", "link", "budget", "policy", "step / unconstrained", "lookahead / oracle",
+            "peak GB", "moved GB/step each way", "device ms lost/step", "host waits ms/step",
+            "remat (est.)", "unconstrained ms")
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
     else:
         print("  ".join(f"{h:>10}" for h in head))
     for r in rows:
-        ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "failed: " + r["error"]
-        cells = (r["preset"], r["link"], r["budget"], r["policy"], ratio, f"{r['peak_gb']:.1f}",
-                 f"{r['moved_gb']:.1f}", f"{r['stall_ms']:.0f}", f"{r['remat_ratio']:.2f}x",
-                 f"{r['unconstrained_ms']:.0f}")
+        ratio = f"{r['ratio']:.3f}x" if r["ratio"] is not None else "failed: " + r["error"]
+        vs = f"{r['vs_oracle']:.3f}x" if r["vs_oracle"] is not None else ""
+        cells = (r["preset"], r["link"], r["budget"], r["policy"], ratio, vs, f"{r['peak_gb']:.1f}",
+                 f"{r['moved_gb']:.1f}", f"{r['lost_ms']:.0f}", f"{r['wait_ms']:.0f}",
+                 f"{r['remat_ratio']:.2f}x", f"{r['unconstrained_ms']:.0f}")
         if args.markdown:
             print("| " + " | ".join(cells) + " |")
         else:
