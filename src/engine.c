@@ -1003,17 +1003,19 @@ static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool p
 
 /* Background evictions (planned, or keeping headroom) fill the link only this far ahead: the
  * copy queue is first come, first served, so a deep one would make an allocation that needs room
- * now wait behind moves that could have waited. 50 ms of link time once the link is measured (a
- * sweep of 12, 25 and 50 ms on the policy benchmark's long-context workloads chose it). */
-static uint64_t background_cap(void) {
+ * now wait behind moves that could have waited. 50 ms of link time once the link is measured, and
+ * at most 1/32 of the budget (a sweep of 12, 25 and 50 ms on the policy benchmark's long-context
+ * workloads, and the demo's smaller job, chose these). */
+static uint64_t background_cap(const struct ho_dev *d) {
     double rate = eng.link_bytes_per_ns;
     uint64_t cap = rate > 0 ? (uint64_t)(rate * 50e6) : (512ull << 20);
+    if (cap > d->budget / 32) cap = d->budget / 32;
     return cap < (64ull << 20) ? (64ull << 20) : cap;
 }
 
 /* Starts the planned evictions whose launch has run, oldest first, while the link has room. */
 static void defer_poll(struct ho_dev *d) {
-    while (d->ndefer > 0 && d->evicting < background_cap()) {
+    while (d->ndefer > 0 && d->evicting < background_cap(d)) {
         ho_ctx_push(d);
         CUresult rc = ho_real.cuEventQuery(d->defer[0].after);
         ho_ctx_pop();
@@ -1166,7 +1168,7 @@ static void keep_headroom(struct ho_dev *d) {
     if (d->budget == UINT64_MAX || !predicting()) return;
     uint64_t headroom = d->budget / HEADROOM_SHARE;
     defer_poll(d);
-    if (d->resident - d->evicting + headroom <= d->budget || d->evicting >= background_cap())
+    if (d->resident - d->evicting + headroom <= d->budget || d->evicting >= background_cap(d))
         return;
     bool host_full = false;
     evict_for(d, headroom, NULL, 0, 0, &host_full);
