@@ -380,6 +380,7 @@ class Deterministic(unittest.TestCase):
             self.assertEqual(hostoff("gen-trace", *SMALL_GPT, "-o", path).returncode, 0)
             for args in (["--budget", "50%", "--policy", "lru"],
                          ["--budget", "70%", "--policy", "lookahead", "--link", "c2c"],
+                         ["--budget", "60%", "--policy", "oracle"],
                          ["--budget", "none"]):
                 with self.subTest(args=args):
                     first, _ = replay_json(path, *args)
@@ -414,6 +415,51 @@ class Budget(unittest.TestCase):
         for out in (none, half):
             self.assertEqual(out["illegal_accesses"], 0)
             self.assertEqual(out["hazards"], 0)
+
+
+# Long context: each activation byte comes with enough attention compute for its trip over PCIe.
+LONG_GPT = ["gpt", "--layers", "4", "--hidden", "1024", "--heads", "8", "--seq", "65536",
+            "--micro-batch", "1", "--vocab", "8192", "--steps", "6"]
+
+
+class Policies(unittest.TestCase):
+    """The three policies on one job at 70% of its peak on PCIe: each keeps the budget, moves
+    correctly, and the planning ones beat the reactive one (virtual time: the same everywhere)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.tmp.name, "g.jsonl")
+        assert hostoff("gen-trace", *LONG_GPT, "-o", path).returncode == 0
+        cls.out = {p: replay_json(path, "--budget", "70%", "--policy", p)[1]
+                   for p in ("lru", "lookahead", "oracle")}
+        cls.none = replay_json(path, "--budget", "none")[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_each_keeps_the_budget_and_moves_correctly(self):
+        for policy, out in self.out.items():
+            with self.subTest(policy=policy):
+                self.assertEqual(out["policy"], policy)
+                self.assertLessEqual(out["peak_device_bytes"], out["budget_bytes"] + (2 << 20))
+                self.assertGreater(out["evictions"], 0)
+                self.assertEqual(out["illegal_accesses"], 0)
+                self.assertEqual(out["hazards"], 0)
+
+    def test_planning_beats_reacting(self):
+        lru = self.out["lru"]["steady_step_ns"]
+        for policy in ("lookahead", "oracle"):
+            with self.subTest(policy=policy):
+                self.assertLess(self.out[policy]["steady_step_ns"], 0.9 * lru)
+                self.assertGreater(self.out[policy]["prefetches"], 0)
+        self.assertEqual(self.out["lru"]["prefetches"], 0)
+
+    def test_bad_policy(self):
+        r = hostoff("replay", "nonexistent.jsonl", "--policy", "belady")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("expected lookahead, lru or oracle", r.stderr)
 
 
 class ReplaySemantics(unittest.TestCase):
