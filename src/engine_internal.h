@@ -97,6 +97,13 @@ struct ho_deferred {
     CUevent after;
 };
 
+/* A use waiting for the next clock (engine.c): the buffer and the use's sequence number. */
+struct ho_pending_use {
+    struct ho_managed *m;
+    uint64_t seq;
+};
+#define HO_CLOCK_PENDING 128
+
 /* A launch being timed for the lookahead policy: events around it on its stream. */
 struct ho_timed_launch {
     uint64_t launch; /* the policy's index of the launch */
@@ -144,8 +151,12 @@ struct ho_engine {
     struct ho_timed_launch
         *timed; /* timed launches whose durations are not read yet, oldest first */
     size_t ntimed, captimed;
-    unsigned restores_timed;  /* restores that measured the link */
-    double link_bytes_per_ns; /* the fastest restore seen */
+    unsigned restores_timed;                      /* restores that measured the link */
+    double link_bytes_per_ns;                     /* the fastest restore seen */
+    struct ho_pending_use pend[HO_CLOCK_PENDING]; /* uses since the last clock */
+    int npend, pend_launches;
+    CUstream pend_stream;
+    struct ho_dev *pend_dev;
     uint64_t host_used, host_pooled;
     struct ho_host_slot *host_pool;
     struct va_range *va_pool;

@@ -11,15 +11,17 @@
  *   - ns per cuLaunchKernel of a kernel with 8 pointer parameters, each an interior pointer into a
  *     different one of the 10,000 live tracked buffers;
  *   - ns per cuMemAlloc(1 MiB) + cuMemFree pair, with the 10,000 buffers live.
- * Children: one without the library, one under LD_PRELOAD with HOSTOFF_MODE=off and one with
- * HOSTOFF_MODE=track. Each preloaded child times, batch by batch in alternation, the same calls
- * made straight to the driver's own entry points (found with glibc's dlsym, which the library
- * does not see) and through the library's hooks: the difference is the library's cost, measured
- * in one process with one heap. (Across processes the simulator's own cost moves by more than
- * that: its per-launch mallocs land differently once the library has allocated its records.)
- * Each child reports the median of BATCHES batches; the children run ROUNDS times, interleaved,
- * and the table shows the median of their medians. CPU times drift on shared machines: read the
- * differences and ratios measured side by side, not the absolute figures.
+ * Children: one without the library, and under LD_PRELOAD one each with HOSTOFF_MODE=off,
+ * HOSTOFF_MODE=track, HOSTOFF_MODE=offload (every buffer the engine's, no budget) and offload
+ * with HOSTOFF_BUDGET=90% (nothing moves, but the policy sees every launch). Each preloaded child
+ * times, batch by batch in alternation, the same calls made straight to the driver's own entry
+ * points (found with glibc's dlsym, which the library does not see) and through the library's
+ * hooks: the difference is the library's cost, measured in one process with one heap. (Across
+ * processes the simulator's own cost moves by more than that: its per-launch mallocs land
+ * differently once the library has allocated its records.) Each child reports the median of BATCHES
+ * batches; the children run ROUNDS times, interleaved, and the table shows the median of their
+ * medians. CPU times drift on shared machines: read the differences and ratios measured side by
+ * side, not the absolute figures.
  *
  * Launches go in bursts while the simulator's executor is parked in a host function
  * (cuLaunchHostFunc, not hooked) until the burst is enqueued; the device then drains, untimed.
@@ -214,9 +216,10 @@ static int child(void) {
 
 /* ----------------------------------------------------------------------------- the parent */
 
-enum { NONE, OFF, TRACK, OFFLOAD, NVARIANTS };
+enum { NONE, OFF, TRACK, OFFLOAD, BUDGET, NVARIANTS };
 static const char *const variant_name[NVARIANTS] = {"without the library", "HOSTOFF_MODE=off",
-                                                    "HOSTOFF_MODE=track", "HOSTOFF_MODE=offload"};
+                                                    "HOSTOFF_MODE=track", "HOSTOFF_MODE=offload",
+                                                    "HOSTOFF_MODE=offload HOSTOFF_BUDGET=90%"};
 
 /* Runs this program as a child in one variant: out = launch (driver, bound), pair (driver, bound).
  */
@@ -244,12 +247,18 @@ static int run_child(const char *self, const char *lib, const char *simdir, int 
             unsetenv("LD_PRELOAD");
         } else {
             setenv("LD_PRELOAD", lib, 1);
-            static const char *const mode[NVARIANTS] = {"", "off", "track", "offload"};
+            static const char *const mode[NVARIANTS] = {"", "off", "track", "offload", "offload"};
             setenv("HOSTOFF_MODE", mode[variant], 1);
             /* Offload: every 1 MiB buffer is a managed (engine) buffer, all resident: the launch
              * takes the engine's fast path for each of its 8 buffers; a free goes through the
              * engine's stream-ordered free and its device-memory cache. */
-            if (variant == OFFLOAD) setenv("HOSTOFF_MIN_BYTES", "1M", 1);
+            if (variant >= OFFLOAD) setenv("HOSTOFF_MIN_BYTES", "1M", 1);
+            /* With a budget (above what the buffers need: nothing moves) the policy runs after
+             * every launch: the lookahead policy's step learning and the launch's clock event. */
+            if (variant == BUDGET)
+                setenv("HOSTOFF_BUDGET", "90%", 1);
+            else
+                unsetenv("HOSTOFF_BUDGET");
         }
         execl(self, self, (char *)NULL);
         _exit(127);
@@ -314,10 +323,11 @@ int main(int argc, char **argv) {
     printf(
         "\nns per call; \"driver\": the driver's own entry point, \"hook\": through libhostoff.so, "
         "same process\n");
-    printf("%-32s %9s | %-24s | %-24s | %-24s\n", "", "no lib", "   HOSTOFF_MODE=off",
-           "   HOSTOFF_MODE=track", "   HOSTOFF_MODE=offload");
-    printf("%-32s %9s | %7s %7s %8s | %7s %7s %8s | %7s %7s %8s\n", "", "driver", "driver", "hook",
-           "added", "driver", "hook", "added", "driver", "hook", "added");
+    printf("%-32s %9s | %-24s | %-24s | %-24s | %-24s\n", "", "no lib", "   HOSTOFF_MODE=off",
+           "   HOSTOFF_MODE=track", "   HOSTOFF_MODE=offload", "   offload, budget 90%");
+    printf("%-32s %9s | %7s %7s %8s | %7s %7s %8s | %7s %7s %8s | %7s %7s %8s\n", "", "driver",
+           "driver", "hook", "added", "driver", "hook", "added", "driver", "hook", "added",
+           "driver", "hook", "added");
     for (int k = 0; k < 2; k++) {
         printf("%-32s %9.1f", what[k], m[NONE][2 * k]);
         for (int v = OFF; v < NVARIANTS; v++)
