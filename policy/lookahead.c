@@ -119,22 +119,24 @@ struct ho_lookahead {
     uint64_t held;  /* launches the current period has matched */
     uint64_t pos;   /* the position of the last launch within the step */
     bool marker_mode;
-    uint64_t last_marker; /* launch index of the last marker + 1 */
-    uint64_t step_allocs; /* allocations in the step `alloc_step` so far */
-    uint64_t alloc_step;  /* the step (window) those allocations belong to */
-    uint64_t first_alloc; /* launches into this step before its first allocation */
-    bool aligned;         /* steps begin where the loop allocates (or at markers) */
-    struct map key_of;    /* buffer id -> key */
-    struct map id_of;     /* key -> live buffer id */
-    struct map late;      /* key -> how many times its restores were late (doublings) */
-    uint64_t *dur;        /* measured device time of each position of the step, ns (0: not yet) */
-    uint64_t dur_period;  /* the period `dur` is for */
-    double link;          /* host-to-device bytes per ns (0: unknown) */
-    bool timing;          /* this step's launches should be timed */
-    uint64_t timed_at;    /* the step when timing last began */
-    struct map bytes_of;  /* buffer id -> bytes */
-    uint64_t budget;      /* device bytes buffers may keep (UINT64_MAX: none) */
-    struct use *rec;      /* this step's uses, as they happen */
+    uint64_t last_marker;  /* launch index of the last marker + 1 */
+    uint64_t step_allocs;  /* allocations in the step `alloc_step` so far */
+    uint64_t alloc_step;   /* the step (window) those allocations belong to */
+    uint64_t first_alloc;  /* launches into this step before its first allocation */
+    bool aligned;          /* steps begin where the loop allocates (or at markers) */
+    struct map key_of;     /* buffer id -> key */
+    struct map id_of;      /* key -> live buffer id */
+    struct map late;       /* key -> how many times its restores were late (doublings) */
+    uint64_t *dur;         /* measured device time of each position of the step, ns (0: not yet) */
+    uint64_t dur_period;   /* the period `dur` is for */
+    double link;           /* host-to-device bytes per ns (0: unknown) */
+    bool timing;           /* this step's launches should be timed */
+    uint64_t timed_at;     /* the step when timing last began */
+    struct map bytes_of;   /* buffer id -> bytes */
+    struct map site_count; /* (site, size) -> allocations this step (generation << 32 | count) */
+    uint64_t alloc_gen;    /* bumped when a step's allocations start afresh */
+    uint64_t budget;       /* device bytes buffers may keep (UINT64_MAX: none) */
+    struct use *rec;       /* this step's uses, as they happen */
     size_t nrec, caprec;
     struct pattern pat;
 };
@@ -147,7 +149,8 @@ struct ho_lookahead *ho_la_create(unsigned lead0) {
     la->budget = UINT64_MAX;
     if (la->ctx_last == NULL || !map_init(&la->key_of, 1024) || !map_init(&la->id_of, 1024) ||
         !map_init(&la->late, 1024) || !map_init(&la->pat.first, 1024) ||
-        !map_init(&la->bytes_of, 1024) || !map_init(&la->pat.evict_at, 1024)) {
+        !map_init(&la->bytes_of, 1024) || !map_init(&la->pat.evict_at, 1024) ||
+        !map_init(&la->site_count, 1024)) {
         ho_la_destroy(la);
         return NULL;
     }
@@ -180,6 +183,7 @@ void ho_la_destroy(struct ho_lookahead *la) {
     map_free(&la->late);
     free(la->dur);
     map_free(&la->bytes_of);
+    map_free(&la->site_count);
     pattern_clear(&la->pat);
     map_free(&la->pat.first);
     map_free(&la->pat.evict_at);
@@ -200,19 +204,24 @@ static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
     return (unsigned)(lead < cap ? lead : (cap > la->lead0 ? cap : la->lead0));
 }
 
-void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes) {
+void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t site) {
     uint64_t key = id;
     if (la->period != 0 && la->launches >= la->anchor) {
-        /* Inside a known step: the buffer is the step's n-th allocation of this size. A step
-         * begins with its first launch's index; allocations made after the last launch of a
-         * step already belong to the next one. */
+        /* Inside a known step: the buffer is the step's n-th allocation of this size from this
+         * site. A step begins with its first launch's index; allocations made after the last
+         * launch of a step already belong to the next one. */
         uint64_t into = la->launches - la->anchor, step = into / la->period;
         if (step != la->alloc_step || la->step_allocs == 0) {
             if (step != la->alloc_step) la->step_allocs = 0;
             la->alloc_step = step;
             if (la->step_allocs == 0) la->first_alloc = into % la->period;
         }
-        key = ROLE_BIT | (mix(la->step_allocs * 0x9E3779B97F4A7C15ull ^ bytes) >> 1);
+        if (la->step_allocs == 0) la->alloc_gen++; /* the per-site counts start afresh */
+        uint64_t kind = mix(site * 0x9E3779B97F4A7C15ull ^ bytes) | 1, v = 0, n = 0;
+        if (map_get(&la->site_count, kind, &v) && (v >> 32) == (la->alloc_gen & 0xffffffffu))
+            n = v & 0xffffffffu;
+        map_put(&la->site_count, kind, (la->alloc_gen & 0xffffffffu) << 32 | (n + 1));
+        key = ROLE_BIT | (mix(kind ^ n * 0xC2B2AE3D27D4EB4Full) >> 1);
         la->step_allocs++;
         if (key == ROLE_BIT) key |= 1;
     }

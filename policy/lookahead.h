@@ -7,9 +7,10 @@
  *   is taken from the last earlier launch of the same function with the same preceding context;
  *   it is adopted once it has held for a whole period, and dropped when the sequence stops
  *   repeating. Step markers, when the engine sees them, fix the period directly.
- * - Identity across steps: a buffer allocated inside a step is named by its allocation ordinal
- *   within the step and its size, so the activations a framework allocates afresh each step map
- *   to the same roles; buffers that outlive steps keep their own ids.
+ * - Identity across steps: a buffer allocated inside a step is named by its allocation site, its
+ *   size and its order among the step's allocations of that site and size, so the activations a
+ *   framework allocates afresh each step map to the same roles (and an allocation added or
+ *   dropped elsewhere does not rename them); buffers that outlive steps keep their own ids.
  * - Planning: the last complete step gives, for every role, the positions (launch indices within
  *   the step) where it is used, hence the step's device footprint at each position. Where that
  *   exceeds the budget, gaps between uses are chosen, longest first, until it no longer does; a
@@ -42,7 +43,9 @@ struct ho_lookahead;
 struct ho_lookahead *ho_la_create(unsigned lead0);
 void ho_la_destroy(struct ho_lookahead *la);
 
-void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes);
+/* site: where it was allocated (0: unknown), which with its size and its order among the step's
+ * allocations from that site and of that size names its role across steps. */
+void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t site);
 void ho_la_free(struct ho_lookahead *la, uint64_t id);
 /* An explicit step boundary (a marker): the next launch starts a step. */
 void ho_la_step(struct ho_lookahead *la);

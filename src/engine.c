@@ -5,6 +5,7 @@
 #include "driver.h"
 #include "log.h"
 #include "lookahead.h"
+#include "site.h"
 #include "policy.h"
 #include "stats.h"
 #include "trace.h"
@@ -816,6 +817,7 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     }
     /* The registry is written outside eng.lock: launches hold its read side while they take the
      * engine lock, so the opposite order would deadlock. */
+    m->site = ho_site_capture();
     struct ho_buffer *b = ho_registry_add(m->va, bytes, device, kind);
     if (b == NULL) {
         pthread_mutex_lock(&eng.lock);
@@ -824,11 +826,12 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     m->id = b->id;
+    b->site = m->site;
     m->record = b;
     b->engine = m;
     if (eng.la != NULL || ho_oracle_on()) {
         pthread_mutex_lock(&eng.lock);
-        if (eng.la != NULL) ho_la_alloc(eng.la, policy_id(m), m->span);
+        if (eng.la != NULL) ho_la_alloc(eng.la, policy_id(m), m->span, m->site);
         if (ho_oracle_on()) ho_oracle_alloc(m);
         pthread_mutex_unlock(&eng.lock);
     }

@@ -71,6 +71,7 @@ struct ho_managed {
     uint64_t clock_seq;     /* the use sequence of that use: valid while it equals last_use */
     CUstream clock_stream;
     uint64_t ordinal;        /* the oracle's number for it (UINT64_MAX: none) */
+    uint64_t site;           /* where it was allocated (site.h) */
     struct ho_managed *next; /* all managed buffers of the process */
 };
 

@@ -31,6 +31,7 @@ struct ho_buffer {
     int device;
     enum ho_buffer_kind kind;
     bool pinned; /* never moved (IPC-exported, app-owned VMM, small) */
+    uint64_t site; /* where it was allocated (site.h); 0: not captured */
     bool live;
     struct ho_managed *engine; /* the engine's state while it manages the buffer, else NULL */
     _Atomic uint64_t uses;     /* some of the launches and copies that touched it: the launch

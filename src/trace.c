@@ -195,7 +195,7 @@ static bool traced_kind(enum ho_buffer_kind k) {
 
 /* The traced buffer starting at ptr (registry read side taken here). */
 static const struct ho_buffer *buffer_at(uint64_t ptr, uint64_t *id, uint64_t *size,
-                                         enum ho_buffer_kind *kind) {
+                                         enum ho_buffer_kind *kind, uint64_t *site) {
     if (!ho_registry_maybe(ptr)) return NULL;
     ho_registry_read_begin();
     const struct ho_buffer *b = ho_registry_lookup_locked(ptr);
@@ -203,6 +203,7 @@ static const struct ho_buffer *buffer_at(uint64_t ptr, uint64_t *id, uint64_t *s
         *id = b->id;
         *size = b->size;
         *kind = b->kind;
+        if (site != NULL) *site = b->site;
     } else {
         b = NULL;
     }
@@ -215,12 +216,14 @@ static const struct ho_buffer *buffer_at(uint64_t ptr, uint64_t *id, uint64_t *s
 void ho_trace_alloc_slow(uint64_t t0, uint64_t ptr, CUstream s, bool has_stream, bool per_thread) {
     uint64_t id = 0, size = 0;
     enum ho_buffer_kind kind = HO_BUF_DEVICE;
-    if (buffer_at(ptr, &id, &size, &kind) == NULL) return;
+    uint64_t site = 0;
+    if (buffer_at(ptr, &id, &size, &kind, &site) == NULL) return;
     pthread_mutex_lock(&tr.lock);
     struct trec *r = ho_trace_append(TR_ALLOC, t0, NULL, 0);
     if (r != NULL) {
         r->id = id;
         r->bytes = size;
+        r->site = site;
         if (kind == HO_BUF_MANAGED) r->flags |= TRF_MANAGED;
         if (has_stream) {
             r->flags |= TRF_STREAM;
@@ -234,7 +237,7 @@ void ho_trace_alloc_slow(uint64_t t0, uint64_t ptr, CUstream s, bool has_stream,
 uint64_t ho_trace_free_id_slow(uint64_t ptr) {
     uint64_t id = 0, size = 0;
     enum ho_buffer_kind kind;
-    const struct ho_buffer *b = buffer_at(ptr, &id, &size, &kind);
+    const struct ho_buffer *b = buffer_at(ptr, &id, &size, &kind, NULL);
     (void)size;
     return b != NULL ? id : 0;
 }
@@ -300,9 +303,9 @@ void ho_trace_copy_slow(uint64_t t0, uint64_t dst, uint64_t src, uint64_t bytes,
     if (atomic_load_explicit(&tr.capturing, memory_order_relaxed) > 0) return;
     uint64_t ids[2], n = 0, id, size;
     enum ho_buffer_kind kind;
-    bool dst_dev = buffer_at(dst, &id, &size, &kind) != NULL;
+    bool dst_dev = buffer_at(dst, &id, &size, &kind, NULL) != NULL;
     if (dst_dev) ids[n++] = id;
-    bool src_dev = !memset && src != 0 && buffer_at(src, &id, &size, &kind) != NULL;
+    bool src_dev = !memset && src != 0 && buffer_at(src, &id, &size, &kind, NULL) != NULL;
     if (src_dev) ids[n++] = id;
     if (n == 0) return; /* host to host, or memory the trace does not name */
     pthread_mutex_lock(&tr.lock);

@@ -42,6 +42,7 @@ struct trec {
     uint64_t id, bytes, ns; /* buffer id (alloc, free, move, stall), bytes (alloc, copy, move),
                                duration (launch, move, stall) */
     CUevent ev[2];          /* TRF_PENDING: the start and end events */
+    uint64_t site;          /* alloc: its site (site.h), 0: none */
 };
 
 struct trace_state {

@@ -142,6 +142,7 @@ static void write_record(const struct trec *r) {
                 (unsigned long long)r->id, (unsigned long long)r->bytes);
         if (r->flags & TRF_STREAM) out_fmt(",\"s\":%d", r->s);
         if (r->flags & TRF_MANAGED) out_fmt(",\"managed\":true");
+        if (r->site != 0) out_fmt(",\"site\":\"%016llx\"", (unsigned long long)r->site);
         break;
     case TR_FREE:
         out_fmt("{\"e\":\"free\",\"t\":%llu,\"id\":%llu", t, (unsigned long long)r->id);

@@ -1,4 +1,6 @@
 #include "track.h"
+#include "site.h"
+#include "options.h"
 
 #include "driver.h"
 #include "init.h"
@@ -31,10 +33,14 @@ static int alloc_device(uint64_t base) {
 
 void ho_track_alloc(uint64_t base, uint64_t size, enum ho_buffer_kind kind) {
     int dev = alloc_device(base);
-    if (ho_registry_add(base, size, dev, kind) == NULL) {
+    /* Where it came from, for the buffers worth naming (an unwind costs microseconds). */
+    uint64_t site = size >= ho_options()->min_bytes ? ho_site_capture() : 0;
+    struct ho_buffer *b = ho_registry_add(base, size, dev, kind);
+    if (b == NULL) {
         ho_degrade("out of memory tracking an allocation");
         return;
     }
+    b->site = site;
     ho_count(&ho_stats.counts_allocs, 1);
     if (kind == HO_BUF_DEVICE || kind == HO_BUF_ASYNC || kind == HO_BUF_VMM_APP) {
         ho_count(&ho_stats.bytes_allocated, size);

@@ -23,6 +23,7 @@ struct loop {
     uint64_t act[LAYERS];
     int act0_evicted_at, act0_restored_at; /* positions within the step, -1 if not */
     bool report_late;                      /* tell the policy act[0] arrived late */
+    bool extra;                            /* allocate one more buffer, elsewhere, first */
 };
 
 static void launch(struct loop *L, uint64_t func, const uint64_t *ids, size_t n, int pos) {
@@ -37,9 +38,14 @@ static void launch(struct loop *L, uint64_t func, const uint64_t *ids, size_t n,
 static void step(struct loop *L) {
     const uint64_t weights = 1;
     L->act0_evicted_at = L->act0_restored_at = -1;
+    uint64_t extra = 0;
+    if (L->extra) { /* another site's buffer, the same size as act[0], before the activations */
+        extra = L->next_id++;
+        ho_la_alloc(L->la, extra, 1u << 20, 2);
+    }
     for (int l = 0; l < LAYERS; l++) {
         L->act[l] = L->next_id++;
-        ho_la_alloc(L->la, L->act[l], (uint64_t)(l + 1) << 20);
+        ho_la_alloc(L->la, L->act[l], (uint64_t)(l + 1) << 20, 1);
     }
     int pos = 0;
     for (int l = 0; l < LAYERS; l++, pos++) {
@@ -55,6 +61,7 @@ static void step(struct loop *L) {
     launch(L, 300, &w, 1, pos);
     for (int l = 0; l < LAYERS; l++)
         ho_la_free(L->la, L->act[l]);
+    if (extra != 0) ho_la_free(L->la, extra);
 }
 
 static void learns_the_step_and_plans_moves(void **state) {
@@ -62,7 +69,7 @@ static void learns_the_step_and_plans_moves(void **state) {
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
     assert_non_null(L.la);
-    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 0);
     step(&L);
     assert_int_equal(ho_la_period(L.la), 0); /* first step: nothing known, lru decides */
     for (int s = 0; s < 6; s++)
@@ -85,7 +92,7 @@ static void late_restores_double_the_lead(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
-    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 0);
     for (int s = 0; s < 6; s++)
         step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
@@ -104,7 +111,7 @@ static void late_restores_double_the_lead(void **state) {
 static void no_budget_no_moves(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
-    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 0);
     for (int s = 0; s < 8; s++)
         step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
@@ -117,7 +124,7 @@ static void a_changed_sequence_drops_the_period(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
-    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 0);
     for (int s = 0; s < 5; s++)
         step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
@@ -133,7 +140,7 @@ static void markers_fix_the_period(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_set_budget(L.la, 80u << 20); /* weights 64 MiB + up to 36 MiB of activations */
-    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 0);
     ho_la_step(L.la);
     step(&L);
     ho_la_step(L.la);
@@ -145,6 +152,29 @@ static void markers_fix_the_period(void **state) {
     step(&L);
     assert_true(L.act0_evicted_at == 0);
     assert_int_equal(L.act0_restored_at, 2 * LAYERS - 1 - 3);
+    ho_la_destroy(L.la);
+}
+
+/* Roles are per site and size: one more allocation elsewhere, even of act[0]'s size, does not
+ * rename the activations, so the plan for act[0] still applies in that step. */
+static void an_extra_allocation_renames_nothing(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    ho_la_set_budget(L.la, 80u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 3);
+    ho_la_step(L.la);
+    for (int s = 0; s < 4; s++) {
+        step(&L);
+        ho_la_step(L.la);
+    }
+    step(&L);
+    ho_la_step(L.la);
+    int evicted = L.act0_evicted_at, restored = L.act0_restored_at;
+    assert_true(evicted >= 0 && restored >= 0);
+    L.extra = true;
+    step(&L);
+    assert_int_equal(L.act0_evicted_at, evicted);
+    assert_int_equal(L.act0_restored_at, restored);
     ho_la_destroy(L.la);
 }
 
@@ -170,7 +200,7 @@ static void identical_layers_are_not_the_step(void **state) {
     (void)state;
     struct ho_lookahead *la = ho_la_create(2);
     assert_non_null(la);
-    ho_la_alloc(la, 1, 1u << 20);
+    ho_la_alloc(la, 1, 1u << 20, 0);
     for (int s = 0; s < 6; s++)
         deep_step(la);
     assert_int_equal(ho_la_period(la), DEEP_PERIOD);
@@ -184,7 +214,7 @@ static void predicts_the_next_use(void **state) {
     (void)state;
     struct loop L = {.la = ho_la_create(2), .next_id = 10};
     ho_la_set_budget(L.la, 80u << 20);
-    ho_la_alloc(L.la, 1, 64u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 0);
     ho_la_step(L.la);
     for (int s = 0; s < 4; s++) {
         step(&L);
@@ -196,7 +226,7 @@ static void predicts_the_next_use(void **state) {
      * LAYERS-1; the weights next at position 1. */
     for (int l = 0; l < LAYERS; l++) {
         L.act[l] = L.next_id++;
-        ho_la_alloc(L.la, L.act[l], (uint64_t)(l + 1) << 20);
+        ho_la_alloc(L.la, L.act[l], (uint64_t)(l + 1) << 20, 1);
     }
     struct ho_la_actions a;
     uint64_t ids[2] = {1, L.act[0]};
@@ -217,6 +247,7 @@ int main(void) {
         cmocka_unit_test(markers_fix_the_period),
         cmocka_unit_test(identical_layers_are_not_the_step),
         cmocka_unit_test(predicts_the_next_use),
+        cmocka_unit_test(an_extra_allocation_renames_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
