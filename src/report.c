@@ -1,4 +1,5 @@
 #include "report.h"
+#include "site.h"
 
 #include "log.h"
 #include "registry.h"
@@ -59,20 +60,79 @@ int ho_expand_path(const char *pattern, char *out, size_t cap) {
     return 0;
 }
 
+/* The allocation sites the listed buffers name, with their totals (at most MAX_SITES; more are
+ * only named on their buffers). */
+#define MAX_SITES 256
+struct site_total {
+    uint64_t site, buffers, bytes;
+};
+
 struct buffers_ctx {
     FILE *f;
     bool first;
+    struct site_total sites[MAX_SITES];
+    size_t nsites;
 };
+
+static void count_site(struct buffers_ctx *c, const struct ho_buffer *b) {
+    size_t i = 0;
+    while (i < c->nsites && c->sites[i].site != b->site)
+        i++;
+    if (i == c->nsites) {
+        if (c->nsites == MAX_SITES) return;
+        c->sites[c->nsites++] = (struct site_total){b->site, 0, 0};
+    }
+    c->sites[i].buffers++;
+    c->sites[i].bytes += b->size;
+}
 
 static void write_buffer(const struct ho_buffer *b, void *arg) {
     struct buffers_ctx *c = arg;
     fprintf(c->f,
             "%s\n    {\"id\": %llu, \"kind\": \"%s\", \"bytes\": %llu, \"device\": %d, "
-            "\"uses\": %llu, \"live\": %s, \"pinned\": %s}",
+            "\"uses\": %llu, \"live\": %s, \"pinned\": %s",
             c->first ? "" : ",", (unsigned long long)b->id, ho_buffer_kind_name(b->kind),
             (unsigned long long)b->size, b->device, (unsigned long long)ho_track_uses(b),
             b->live ? "true" : "false", b->pinned ? "true" : "false");
+    if (b->site != 0) {
+        fprintf(c->f, ", \"site\": \"%016llx\"", (unsigned long long)b->site);
+        count_site(c, b);
+    }
+    fprintf(c->f, "}");
     c->first = false;
+}
+
+/* A JSON string's characters (frame descriptions are file and symbol names). */
+static void write_json_text(FILE *f, const char *s) {
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+static void write_sites(FILE *f, const struct buffers_ctx *c) {
+    fprintf(f, ",\n  \"sites\": {");
+    for (size_t i = 0; i < c->nsites; i++) {
+        uintptr_t pc[HO_SITE_FRAMES];
+        size_t n = ho_site_frames(c->sites[i].site, pc, HO_SITE_FRAMES);
+        fprintf(f, "%s\n    \"%016llx\": {\"buffers\": %llu, \"bytes\": %llu, \"frames\": [",
+                i ? "," : "", (unsigned long long)c->sites[i].site,
+                (unsigned long long)c->sites[i].buffers, (unsigned long long)c->sites[i].bytes);
+        for (size_t k = 0; k < n; k++) {
+            char text[512];
+            ho_site_describe(pc[k], text, sizeof text);
+            fprintf(f, "%s\"", k ? ", " : "");
+            write_json_text(f, text);
+            fprintf(f, "\"");
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "%s}", c->nsites ? "\n  " : "");
 }
 
 static void write_group(FILE *f, const char *group, bool *first_group) {
@@ -118,9 +178,14 @@ int ho_report_write(const char *pattern, const char *mode, const struct ho_repor
     for (size_t i = 0; i < ip->nhooked; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : "", ip->hooked[i]);
     fprintf(f, "]},\n  \"buffers\": [");
-    struct buffers_ctx c = {f, true};
+    static struct buffers_ctx c; /* large: not on the stack of an exiting thread */
+    c.f = f;
+    c.first = true;
+    c.nsites = 0;
     ho_registry_foreach(write_buffer, &c);
-    fprintf(f, "\n  ]\n}\n");
+    fprintf(f, "\n  ]");
+    write_sites(f, &c);
+    fprintf(f, "\n}\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot write %s", pattern, path);
         remove(tmp);

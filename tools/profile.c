@@ -130,6 +130,24 @@ static int load_report(const char *path, const char *text, size_t len, struct pr
     p->r_peak_host = member(o, "bytes", "peak_host");
     p->r_allocated = member(o, "bytes", "allocated");
     p->r_stall_ns = member(o, "time_ns", "stall");
+    const struct json *sites = json_get(o, "sites");
+    if (sites != NULL && sites->type == JSON_OBJECT && sites->n > 0) {
+        p->sites = calloc(sites->n, sizeof *p->sites);
+        for (size_t i = 0; p->sites != NULL && i < sites->n; i++) {
+            struct prof_site *s = &p->sites[p->nsites];
+            const struct json *fr = json_get(&sites->items[i], "frames");
+            snprintf(s->key, sizeof s->key, "%s", sites->keys[i]);
+            size_t at = 0;
+            for (size_t k = 0; fr != NULL && fr->type == JSON_ARRAY && k < fr->n; k++) {
+                if (fr->items[k].type != JSON_STRING) continue;
+                int w = snprintf(s->frames + at, sizeof s->frames - at, "%s%s", k ? " < " : "",
+                                 fr->items[k].str);
+                if (w < 0 || (size_t)w >= sizeof s->frames - at) break;
+                at += (size_t)w;
+            }
+            p->nsites++;
+        }
+    }
     const struct json *bufs = json_get(o, "buffers");
     if (bufs != NULL && bufs->type == JSON_ARRAY && bufs->n > 0) {
         p->bufs = calloc(bufs->n, sizeof *p->bufs);
@@ -707,6 +725,12 @@ int prof_load(char *const *paths, size_t npaths, const struct prof_link *link,
     return 0;
 }
 
+const struct prof_site *prof_site_of(const struct profile *p, const char *key) {
+    for (size_t i = 0; key != NULL && i < p->nsites; i++)
+        if (strcmp(p->sites[i].key, key) == 0) return &p->sites[i];
+    return NULL;
+}
+
 void prof_free(struct profile *ps, size_t n) {
     for (size_t i = 0; i < n; i++) {
         struct profile *p = &ps[i];
@@ -715,6 +739,7 @@ void prof_free(struct profile *ps, size_t n) {
         free(p->xf);
         free(p->st);
         free(p->bufs);
+        free(p->sites);
     }
     free(ps);
 }

@@ -52,6 +52,12 @@ struct prof_buf {
     const char *kind; /* from the report ("device", ...), or NULL */
 };
 
+/* An allocation site as the report names it: its hash (as traces write it) and its frames. */
+struct prof_site {
+    char key[24];
+    char frames[1024]; /* the frames, innermost first, separated by " < " */
+};
+
 struct profile {
     char name[96]; /* "rank 0", or the file's name */
     bool has_rank, has_pid;
@@ -63,6 +69,8 @@ struct profile {
     char mode[16], backend[16];
     uint64_t r_allocs, r_launches, r_evictions, r_restores, r_demand, r_prefetches;
     uint64_t r_to_host, r_to_device, r_peak_device, r_peak_host, r_allocated, r_stall_ns;
+    struct prof_site *sites; /* the report's "sites": what each allocation site's frames are */
+    size_t nsites;
 
     /* From the trace (has_trace). */
     bool has_trace;
@@ -107,6 +115,8 @@ bool prof_parse_link(const char *text, struct prof_link *out);
 int prof_load(char *const *paths, size_t npaths, const struct prof_link *link,
               const char *names_from, struct profile **out, size_t *nout);
 void prof_free(struct profile *p, size_t n);
+/* The site's frames from the report (p->sites), or NULL. */
+const struct prof_site *prof_site_of(const struct profile *p, const char *key);
 
 /* A trace string (kernel name, site); "" for 0. */
 const char *prof_str(const struct profile *p, uint32_t idx);

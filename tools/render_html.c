@@ -459,8 +459,21 @@ static void buffer_table(FILE *f, const struct profile *p) {
         if (b->nwaits[0] == 0) fputs(b->stall_ns > 0 ? "(allocations)" : "-", f);
         fputs("</td>", f);
         if (sites) {
-            fputs("<td><code>", f);
-            esc(f, b->site != 0 ? prof_str(p, b->site) : "-");
+            /* The report resolves a site's hash into frames: show the innermost, all on hover. */
+            const char *key = b->site != 0 ? prof_str(p, b->site) : NULL;
+            const struct prof_site *s = prof_site_of(p, key);
+            if (s != NULL && s->frames[0] != '\0') {
+                fputs("<td><code title=\"", f);
+                esc(f, s->frames);
+                fputs("\">", f);
+                size_t first = strcspn(s->frames, " ");
+                char inner[512];
+                snprintf(inner, sizeof inner, "%.*s", (int)(first < 511 ? first : 511), s->frames);
+                esc(f, inner);
+            } else {
+                fputs("<td><code>", f);
+                esc(f, key != NULL ? key : "-");
+            }
             fputs("</code></td>", f);
         }
         fputs("</tr>\n", f);

@@ -456,6 +456,28 @@ class Policies(unittest.TestCase):
                 self.assertGreater(self.out[policy]["prefetches"], 0)
         self.assertEqual(self.out["lru"]["prefetches"], 0)
 
+    def test_sites_are_named(self):
+        """Every managed buffer carries its allocation site, which the report resolves."""
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "g.jsonl")
+            report = os.path.join(d, "r.json")
+            assert hostoff("gen-trace", *LONG_GPT, "-o", trace).returncode == 0
+            r = hostoff("replay", trace, "--budget", "70%", "--report", report)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(report) as f:
+                rep = json.load(f)
+        named = [b for b in rep["buffers"] if "site" in b]
+        self.assertEqual(len(named), len(rep["buffers"]))  # all managed (HOSTOFF_MIN_BYTES=1)
+        for b in named:
+            self.assertRegex(b["site"], r"^[0-9a-f]{16}$")
+            self.assertIn(b["site"], rep["sites"])
+        for key, site in rep["sites"].items():
+            self.assertGreater(site["buffers"], 0)
+            self.assertTrue(site["frames"], key)
+            # The replayer allocates; the library's own frames are not part of a site.
+            self.assertTrue(any("hostoff-replayer" in fr for fr in site["frames"]), site)
+            self.assertFalse(any("libhostoff" in fr for fr in site["frames"]), site)
+
     def test_bad_policy(self):
         r = hostoff("replay", "nonexistent.jsonl", "--policy", "belady")
         self.assertEqual(r.returncode, 2)
