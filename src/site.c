@@ -4,7 +4,9 @@
  *
  * libunwind is opened at run time (dlopen "libunwind.so.8", then "libunwind.so"), not linked:
  * the library must load into any training job, and a machine without libunwind still gets sites
- * from glibc's backtrace() (libgcc's unwinder), only slower to walk. */
+ * from glibc's backtrace() (libgcc's unwinder), only slower to walk. ThreadSanitizer builds use
+ * backtrace() too: unw_backtrace keeps a per-thread cache whose destructor runs at thread exit
+ * after TSan has torn the thread's state down, and crashes there. */
 #include "site.h"
 #include "log.h"
 
@@ -38,6 +40,9 @@ static int (*walker)(void **buffer, int size);
 static void find_self(void) {
     Dl_info info;
     self = dladdr(&self_anchor, &info) != 0 ? info.dli_fbase : NULL;
+#if defined(__SANITIZE_THREAD__)
+    return;
+#endif
     static const char *const names[] = {"libunwind.so.8", "libunwind.so"};
     for (size_t i = 0; i < sizeof names / sizeof names[0] && walker == NULL; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
