@@ -103,6 +103,8 @@ struct pattern {
     uint32_t *sched_start; /* prefetch schedule: keys to restore at each position (CSR) */
     uint64_t *sched;
     struct map evict_at; /* (key, position) -> 1: evict after this use (planned gaps) */
+    struct map life;     /* role key -> born << 32 | dies: positions it was allocated before and
+                          * freed before (dies = the period: lived past the step's end) */
     bool valid;
     bool trusted; /* the step before looked the same: predictions are worth acting on */
 };
@@ -134,6 +136,7 @@ struct ho_lookahead {
     uint64_t timed_at;     /* the step when timing last began */
     struct map bytes_of;   /* buffer id -> bytes */
     struct map site_count; /* (site, size) -> allocations this step (generation << 32 | count) */
+    struct map born, dies; /* role key -> launches seen when it was allocated / freed, + 1 */
     uint64_t alloc_gen;    /* bumped when a step's allocations start afresh */
     uint64_t budget;       /* device bytes buffers may keep (UINT64_MAX: none) */
     struct use *rec;       /* this step's uses, as they happen */
@@ -150,7 +153,8 @@ struct ho_lookahead *ho_la_create(unsigned lead0) {
     if (la->ctx_last == NULL || !map_init(&la->key_of, 1024) || !map_init(&la->id_of, 1024) ||
         !map_init(&la->late, 1024) || !map_init(&la->pat.first, 1024) ||
         !map_init(&la->bytes_of, 1024) || !map_init(&la->pat.evict_at, 1024) ||
-        !map_init(&la->site_count, 1024)) {
+        !map_init(&la->site_count, 1024) || !map_init(&la->pat.life, 1024) ||
+        !map_init(&la->born, 1024) || !map_init(&la->dies, 1024)) {
         ho_la_destroy(la);
         return NULL;
     }
@@ -173,6 +177,10 @@ static void pattern_clear(struct pattern *p) {
         memset(p->evict_at.keys, 0, p->evict_at.cap * sizeof *p->evict_at.keys);
         p->evict_at.count = 0;
     }
+    if (p->life.keys != NULL) {
+        memset(p->life.keys, 0, p->life.cap * sizeof *p->life.keys);
+        p->life.count = 0;
+    }
 }
 
 void ho_la_destroy(struct ho_lookahead *la) {
@@ -184,6 +192,9 @@ void ho_la_destroy(struct ho_lookahead *la) {
     free(la->dur);
     map_free(&la->bytes_of);
     map_free(&la->site_count);
+    map_free(&la->born);
+    map_free(&la->dies);
+    map_free(&la->pat.life);
     pattern_clear(&la->pat);
     map_free(&la->pat.first);
     map_free(&la->pat.evict_at);
@@ -224,6 +235,8 @@ void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t 
         key = ROLE_BIT | (mix(kind ^ n * 0xC2B2AE3D27D4EB4Full) >> 1);
         la->step_allocs++;
         if (key == ROLE_BIT) key |= 1;
+        map_put(&la->born, key, la->launches + 1);
+        map_del(&la->dies, key);
     }
     map_put(&la->key_of, id, key);
     map_put(&la->id_of, key, id);
@@ -233,6 +246,7 @@ void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t 
 void ho_la_free(struct ho_lookahead *la, uint64_t id) {
     uint64_t key, live;
     if (!map_get(&la->key_of, id, &key)) return;
+    if (key & ROLE_BIT) map_put(&la->dies, key, la->launches + 1);
     map_del(&la->key_of, id);
     map_del(&la->bytes_of, id);
     if (map_get(&la->id_of, key, &live) && live == id) map_del(&la->id_of, key);
@@ -282,8 +296,9 @@ static bool step_times(const struct ho_lookahead *la, uint64_t *t) {
 
 /* Chooses which gaps to spend off the device so that the step fits the budget, and when to
  * prefetch (plan.h). The step's device footprint at each position is estimated from the pattern:
- * a buffer made within the step occupies the device from its first use to its last; one that
- * outlives steps, always. 3% of the budget is kept back for moves in flight. */
+ * a buffer made within the step occupies the device from its allocation to its free (from its
+ * first use to its last when those were not seen); one that outlives steps, always. 3% of the
+ * budget is kept back for moves in flight. */
 static void plan(struct ho_lookahead *la, struct pattern *p) {
     uint64_t period = la->period;
     if (la->budget == UINT64_MAX || period == 0) return;
@@ -300,9 +315,13 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         uint64_t key = p->uses[i].key, bytes = p->uses[i].bytes;
         bool persistent = (key & ROLE_BIT) == 0;
         unsigned lead = lead_of_key(la, key), factor = 1u << doublings(la, key);
+        uint64_t life;
         if (persistent) {
             always += (int64_t)bytes;
-        } else {
+        } else if (map_get(&p->life, key, &life)) { /* from its allocation to its free */
+            over[life >> 32] += (int64_t)bytes;
+            over[life & 0xffffffffu] -= (int64_t)bytes;
+        } else { /* not seen allocated in the step: from its first use to its last */
             over[p->uses[i].pos] += (int64_t)bytes;
             over[p->uses[j - 1].pos + 1] -= (int64_t)bytes;
         }
@@ -364,7 +383,8 @@ out:
     free(t);
 }
 
-static void close_step(struct ho_lookahead *la) {
+/* The step that ran launches [end - period, end) is complete: it becomes the pattern. */
+static void close_step(struct ho_lookahead *la, uint64_t end) {
     struct pattern *p = &la->pat;
     uint64_t period = la->period;
     if (la->nrec == 0 || period == 0) goto reset;
@@ -383,6 +403,16 @@ static void close_step(struct ho_lookahead *la) {
         if (p->n == 0 || p->uses[p->n - 1].key != la->rec[i].key)
             map_put(&p->first, la->rec[i].key, p->n);
         p->uses[p->n++] = la->rec[i];
+    }
+    /* Each role's lifetime within the step, where it was seen being allocated in it. */
+    uint64_t start = end >= period ? end - period : 0;
+    for (size_t i = 0; i < p->n; i++) {
+        uint64_t key = p->uses[i].key, b, d;
+        if ((key & ROLE_BIT) == 0 || (i > 0 && p->uses[i - 1].key == key)) continue;
+        if (!map_get(&la->born, key, &b) || b - 1 < start || b - 1 >= end) continue;
+        uint64_t born = b - 1 - start, dies = period;
+        if (map_get(&la->dies, key, &d) && d - 1 >= b - 1 && d - 1 < end) dies = d - 1 - start;
+        if (dies > born) map_put(&p->life, key, born << 32 | dies);
     }
     p->valid = true;
     plan(la, p);
@@ -492,7 +522,7 @@ void ho_la_step(struct ho_lookahead *la) {
         la->anchor = i;
         la->aligned = true;
         if (la->nrec > 0) {
-            close_step(la);
+            close_step(la, i);
             la->steps++;
         }
         la->step_allocs = 0;
@@ -520,7 +550,7 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
             pos = (uint32_t)((i - la->anchor) % period);
         } else {
             la->aligned = true;
-            close_step(la);
+            close_step(la, i);
             la->steps++;
         }
     }

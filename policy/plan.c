@@ -140,7 +140,51 @@ static bool take(const struct ho_plan_run *r, struct ho_gap *g, uint64_t away, u
     return true;
 }
 
-#define ROUNDS 4 /* times the queues are settled and the remaining excess covered again */
+#define ROUNDS 4  /* times the queues are settled and the remaining excess covered again */
+#define TRIES  16 /* times the infeasible gaps are thinned within one round */
+
+static int by_length_asc_ptr(const void *a, const void *b) {
+    return -by_length_desc(*(const struct ho_gap *const *)a, *(const struct ho_gap *const *)b);
+}
+
+/* With the taken gaps' copies queued on the link, some may no longer be away at all. Drops the
+ * shorter half of those (at least one) and queues again, until every taken gap is away for a
+ * while: when the link is oversubscribed, the gaps it can carry are kept rather than all lost. */
+static size_t settle_queues(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n,
+                            size_t taken) {
+    struct ho_gap **bad = malloc((n + 1) * sizeof *bad);
+    for (int t = 0; t < TRIES && taken > 0; t++) {
+        share_link(r, gaps, n, taken);
+        queue_evictions(r, gaps, n);
+        size_t nbad = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct ho_gap *g = &gaps[i];
+            if (g->taken && g->away >= g->to - g->lead) {
+                if (bad != NULL) bad[nbad] = g;
+                nbad++;
+            }
+        }
+        if (nbad == 0) break;
+        size_t drop = bad != NULL && t + 1 < TRIES ? (nbad + 1) / 2 : nbad;
+        if (bad != NULL) {
+            sort_run = r;
+            qsort(bad, nbad, sizeof *bad, by_length_asc_ptr);
+            for (size_t i = 0; i < drop; i++) {
+                bad[i]->taken = false;
+                bad[i]->rejected = true;
+            }
+        } else { /* no memory to rank them: drop every infeasible one */
+            for (size_t i = 0; i < n; i++)
+                if (gaps[i].taken && gaps[i].away >= gaps[i].to - gaps[i].lead) {
+                    gaps[i].taken = false;
+                    gaps[i].rejected = true;
+                }
+        }
+        taken -= drop;
+    }
+    free(bad);
+    return taken;
+}
 
 size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) {
     if (r->npos == 0) return 0;
@@ -150,7 +194,7 @@ size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) 
     sort_run = r;
     qsort(gaps, n, sizeof *gaps, by_length_desc);
     for (size_t i = 0; i < n; i++)
-        gaps[i].taken = false;
+        gaps[i].taken = gaps[i].rejected = false;
     size_t taken = 0;
     for (int round = 0; round < ROUNDS; round++) {
         size_t positive = 0;
@@ -160,7 +204,7 @@ size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) 
          * away, and its restore needs its own transfer time. */
         for (size_t i = 0; i < n && positive > 0; i++) {
             struct ho_gap *g = &gaps[i];
-            if (g->taken) continue;
+            if (g->taken || g->rejected) continue;
             unsigned lead = timed(r) ? lead_for(r, g, transfer_ns(r, g)) : (g->lead ? g->lead : 1);
             uint64_t away = g->from + 1;
             if (timed(r))
@@ -171,21 +215,15 @@ size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) 
         }
         if (!timed(r) || taken == 0) break;
         /* Settle both queues, then recount the excess with the times they give. */
-        share_link(r, gaps, n, taken);
-        queue_evictions(r, gaps, n);
+        taken = settle_queues(r, gaps, n, taken);
         memcpy(r->over, base, r->npos * sizeof *base);
-        bool over = false;
         for (size_t i = 0; i < n; i++) {
             struct ho_gap *g = &gaps[i];
             if (!g->taken) continue;
-            if (g->away >= g->to - g->lead) { /* its copies leave it no time away */
-                g->taken = false;
-                taken--;
-                continue;
-            }
             for (uint64_t q = g->away; q < g->to - g->lead; q++)
                 r->over[q % r->npos] -= (int64_t)g->bytes;
         }
+        bool over = false;
         for (uint64_t q = 0; q < r->npos && !over; q++)
             over = r->over[q] > 0;
         if (!over) break;

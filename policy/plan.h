@@ -30,6 +30,7 @@ struct ho_gap {
     unsigned lead;     /* in: lead in launches, used without times; out: the chosen lead */
     unsigned factor;   /* in: multiplies the transfer time (1: none) */
     bool taken;        /* out */
+    bool rejected;     /* out: taken once, then dropped because the link could not carry it */
     uint64_t away;     /* out: the first position it no longer occupies the device */
 };
 
