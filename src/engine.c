@@ -69,26 +69,6 @@ void ho_engine_init(const struct ho_options *o) {
 
 /* -------------------------------------------------------------------------- accounting */
 
-static struct ho_dev *dev_of(const struct ho_managed *m) {
-    return &eng.dev[m->device];
-}
-
-/* The policy's id for a buffer: the engine's own pointer, opaque to it. */
-static uint64_t policy_id(const struct ho_managed *m) {
-    return (uint64_t)(uintptr_t)m;
-}
-
-/* Whether a policy predicts next uses now (lookahead once it trusts its step; the oracle always),
- * and its prediction for m: launches until m's next use. */
-static bool predicting(void) {
-    return ho_oracle_on() || (eng.la != NULL && ho_la_predicts(eng.la));
-}
-
-static uint64_t predicted_next_use(const struct ho_managed *m) {
-    if (ho_oracle_on()) return ho_oracle_next(m);
-    return eng.la != NULL ? ho_la_next_use(eng.la, policy_id(m)) : HO_NEXT_USE_UNKNOWN;
-}
-
 static void device_bytes(int64_t delta) {
     uint64_t now = atomic_fetch_add(&ho_stats.bytes_device_now, (uint64_t)delta) + (uint64_t)delta;
     if (delta > 0) ho_peak(&ho_stats.bytes_peak_device, now);
@@ -213,24 +193,6 @@ static uint64_t next_use(void) {
     return atomic_fetch_add_explicit(&eng.use_seq, 1, memory_order_relaxed) + 1;
 }
 
-static void clock_put(struct ho_dev *d, struct ho_clock *c) {
-    if (c == NULL || --c->refs > 0) return;
-    ho_event_put(d, c->e);
-    free(c);
-}
-
-/* Names m's latest use (seq, on stream s) by clock c. eng.lock held. */
-static void clock_set(struct ho_managed *m, struct ho_clock *c, uint64_t seq, CUstream s) {
-    struct ho_dev *d = dev_of(m);
-    if (m->clock != c) { /* a buffer used twice since the last clock is named once */
-        clock_put(d, m->clock);
-        c->refs++;
-    }
-    m->clock = c;
-    m->clock_seq = seq;
-    m->clock_stream = s;
-}
-
 /* Waits until no use of m is being issued. Called with eng.lock held, after m's state changed
  * away from what the fast path accepts: uses that saw the old state finish issuing first. */
 static void wait_pending(struct ho_managed *m) {
@@ -309,7 +271,7 @@ static bool finish_submit(struct ho_dev *d, int q, struct ho_transition *tr) {
     return true;
 }
 
-static bool start_evict(struct ho_managed *m) {
+bool ho_start_evict(struct ho_managed *m) {
     struct ho_dev *d = dev_of(m);
     struct ho_transition *tr = calloc(1, sizeof *tr);
     if (tr == NULL) return false;
@@ -366,10 +328,6 @@ static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
 }
 
 static void start_free(struct ho_managed *m);
-static void want_drop(struct ho_dev *d, struct ho_managed *m);
-static void clock_forget(struct ho_managed *m);
-static void defer_poll(struct ho_dev *d);
-static void defer_drop(struct ho_dev *d, struct ho_managed *m);
 
 static void complete_evict(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
@@ -442,7 +400,7 @@ static void complete_restore(struct ho_transition *tr) {
 static void complete_free(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
-    clock_put(d, m->clock);
+    ho_clock_put(d, m->clock);
     m->clock = NULL;
     bool on_device = atomic_load(&m->state) == HO_RESIDENT;
     struct ho_cached *c =
@@ -572,7 +530,7 @@ static void start_free(struct ho_managed *m) {
 
 /* Gives cached device memory back until `need` more bytes fit under `limit` (or the cache is
  * empty). eng.lock held. */
-static void cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit) {
+void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit) {
     while (d->cache != NULL && d->resident + need > limit) {
         struct ho_cached *c = d->cache;
         d->cache = c->next;
@@ -616,9 +574,9 @@ static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *
  * refused one. Least valuable: once the lookahead policy predicts, the buffer needed furthest
  * ahead (only those needed later than `beyond` launches from now are candidates); else the least
  * recently used. */
-static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
-                        int nprotect, uint64_t beyond, bool *host_full) {
-    bool predicts = predicting();
+size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                    int nprotect, uint64_t beyond, bool *host_full) {
+    bool predicts = ho_predicting();
     size_t started = 0;
     while (d->resident - d->evicting + need > d->budget && !*host_full) {
         size_t n = 0, cap = 0;
@@ -633,7 +591,7 @@ static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *cons
                 if (dev_of(m) != d || m->pinned || m->tr != NULL ||
                     atomic_load(&m->state) != HO_RESIDENT || protected_buf(m, protect, nprotect))
                     continue;
-                uint64_t next = predicts ? predicted_next_use(m) : HO_NEXT_USE_UNKNOWN;
+                uint64_t next = predicts ? ho_predicted_next_use(m) : HO_NEXT_USE_UNKNOWN;
                 if (predicts && next <= beyond) continue;
                 /* The candidate's id is its index here, so a victim is found without a search. */
                 by_id[n] = m;
@@ -644,7 +602,7 @@ static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *cons
             k = ho_policy_victims(predicts ? HO_POLICY_FURTHEST : HO_POLICY_LRU, over, c, n,
                                   victims, n);
             for (size_t i = 0; i < k && !*host_full; i++) {
-                if (start_evict(by_id[victims[i]]))
+                if (ho_start_evict(by_id[victims[i]]))
                     round++;
                 else
                     *host_full = true;
@@ -665,14 +623,14 @@ static size_t evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *cons
 static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                            int nprotect, uint64_t *stall) {
     if (d->budget == UINT64_MAX || need > d->budget) return need > d->budget ? ROOM_NONE : ROOM_OK;
-    cache_trim(d, need, d->budget);
+    ho_cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return ROOM_OVER_LIMIT; /* nothing moves meanwhile */
-    defer_poll(d); /* planned evictions that can start now come first */
+    ho_defer_poll(d); /* planned evictions that can start now come first */
     bool host_full = false;
     /* A move can fail (the driver refused a copy or a remap: the buffer then stays where it was),
      * so try again while attempts still start moves, a bounded number of times. */
     for (int attempt = 0; attempt < 16; attempt++) {
-        size_t started = evict_for(d, need, protect, nprotect, 0, &host_full);
+        size_t started = ho_evict_for(d, need, protect, nprotect, 0, &host_full);
         bool waited = false;
         /* Evictions first (they run at the link's pace), then frees (they wait for the device to
          * reach the buffers' last uses). */
@@ -680,7 +638,7 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
                (d->head[HO_Q_EVICT] != NULL || d->head[HO_Q_FREE] != NULL)) {
             int q = d->head[HO_Q_EVICT] != NULL ? HO_Q_EVICT : HO_Q_FREE;
             *stall += wait_move(d->head[q]->m);
-            cache_trim(d, need, d->budget); /* a completed free may have landed in the cache */
+            ho_cache_trim(d, need, d->budget); /* a completed free may have landed in the cache */
             waited = true;
         }
         if (d->resident + need <= d->budget) return ROOM_OK;
@@ -716,7 +674,7 @@ static enum room make_room(struct ho_dev *d, uint64_t need, struct ho_managed *c
  * Returns true when something was freed. eng.lock held. */
 static bool reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     uint64_t before = d->resident;
-    cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
+    ho_cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
     if (d->resident < before) return true;
     for (int q = HO_Q_EVICT; q < HO_NQUEUES; q++)
         while (q != HO_Q_RESTORE && d->head[q] != NULL)
@@ -729,7 +687,7 @@ static bool reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     return d->resident < before;
 }
 
-static void count_stall(uint64_t ns) {
+void ho_count_stall(uint64_t ns) {
     if (ns > 0) ho_count(&ho_stats.time_ns_stall, ns);
 }
 
@@ -810,7 +768,7 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
         rc = alloc_locked(&eng.dev[device], m, &stall);
     }
     pthread_mutex_unlock(&eng.lock);
-    count_stall(stall);
+    ho_count_stall(stall);
     if (rc != CUDA_SUCCESS) {
         free(m);
         return rc;
@@ -851,11 +809,11 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     pthread_mutex_lock(&eng.lock);
     wait_pending(m);
     m->record = NULL;
-    want_drop(dev_of(m), m);
-    defer_drop(dev_of(m), m);
+    ho_want_drop(dev_of(m), m);
+    ho_defer_drop(dev_of(m), m);
     if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
     if (ho_oracle_on()) ho_oracle_forget(m);
-    clock_forget(m);
+    ho_clock_forget(m);
     if (async) add_user(m, stream, per_thread, next_use());
     if (async && implicit_per_thread(stream, per_thread)) {
         /* The free is ordered after this thread's per-thread stream: wait for it here. */
@@ -886,8 +844,8 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
 /* Starts bringing m back (eng.lock held): room under the budget, a device handle mapped at a
  * window, the copy queued after every queued use. False when there is no room or a step failed:
  * m stays host-mapped. `stall` accumulates what waiting for room cost. */
-static bool start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
-                          uint64_t *stall_out) {
+bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
+                      uint64_t *stall_out) {
     struct ho_dev *d = dev_of(m);
     uint64_t stall = 0;
     if (make_room(d, m->span, protect, nprotect, &stall) != ROOM_OK) {
@@ -955,137 +913,17 @@ static bool start_restore(struct ho_managed *m, struct ho_managed *const *protec
 /* Brings m back and waits for it: a demand restore, counted as a stall. */
 static bool demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect) {
     uint64_t stall = 0;
-    bool started = start_restore(m, protect, nprotect, &stall);
+    bool started = ho_start_restore(m, protect, nprotect, &stall);
     if (started) {
         ho_trace_demand(m->id);
         stall += wait_move(m);
         ho_count(&ho_stats.counts_demand_restores, 1);
     }
-    count_stall(stall);
+    ho_count_stall(stall);
     return started && atomic_load(&m->state) == HO_RESIDENT;
 }
 
 /* ------------------------------------------------------------------------------ uses */
-
-/* Planned evictions wait on their device's list until the launch they follow has run
- * (engine_internal.h). eng.lock held for all three. */
-static void defer_drop(struct ho_dev *d, struct ho_managed *m) {
-    if (!m->deferred) return;
-    for (size_t i = 0; i < d->ndefer; i++) {
-        if (d->defer[i].m != m) continue;
-        ho_event_put(d, d->defer[i].after);
-        memmove(&d->defer[i], &d->defer[i + 1], (d->ndefer - i - 1) * sizeof *d->defer);
-        d->ndefer--;
-        atomic_fetch_sub(&eng.inflight, 1);
-        break;
-    }
-    m->deferred = false;
-}
-
-/* False when it could not be listed: the caller evicts at once instead. */
-static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool per_thread) {
-    if (m->deferred) return true;
-    if (d->ndefer == d->capdefer) {
-        size_t cap = d->capdefer ? d->capdefer * 2 : 64;
-        struct ho_deferred *n = realloc(d->defer, cap * sizeof *n);
-        if (n == NULL) return false;
-        d->defer = n;
-        d->capdefer = cap;
-    }
-    CUevent e = ho_event_get(d);
-    if (e == NULL) return false;
-    ho_ctx_push(d);
-    CUresult rc = implicit_per_thread(s, per_thread) ? ho_real.cuEventRecord_ptsz(e, NULL)
-                                                     : ho_real.cuEventRecord(e, s);
-    ho_ctx_pop();
-    if (rc != CUDA_SUCCESS) {
-        ho_event_put(d, e);
-        return false;
-    }
-    d->defer[d->ndefer++] = (struct ho_deferred){m, e};
-    m->deferred = true;
-    atomic_fetch_add(&eng.inflight, 1); /* keeps progress points polling */
-    return true;
-}
-
-/* Background evictions (planned, or keeping headroom) fill the link only this far ahead: the
- * copy queue is first come, first served, so a deep one would make an allocation that needs room
- * now wait behind moves that could have waited. 50 ms of link time once the link is measured, and
- * at most 1/32 of the budget (a sweep of 12, 25 and 50 ms on the policy benchmark's long-context
- * workloads, and the demo's smaller job, chose these). */
-static uint64_t background_cap(const struct ho_dev *d) {
-    double rate = eng.link_bytes_per_ns;
-    uint64_t cap = rate > 0 ? (uint64_t)(rate * 50e6) : (512ull << 20);
-    if (cap > d->budget / 32) cap = d->budget / 32;
-    return cap < (64ull << 20) ? (64ull << 20) : cap;
-}
-
-/* Starts the planned evictions whose launch has run, oldest first, while the link has room. */
-static void defer_poll(struct ho_dev *d) {
-    while (d->ndefer > 0 && d->evicting < background_cap(d)) {
-        ho_ctx_push(d);
-        CUresult rc = ho_real.cuEventQuery(d->defer[0].after);
-        ho_ctx_pop();
-        if (rc == CUDA_ERROR_NOT_READY) return;
-        /* Done (or the query failed: evicting now is still correct, the copy is ordered after
-         * every queued use). */
-        struct ho_managed *m = d->defer[0].m;
-        defer_drop(d, m);
-        if (d->budget != UINT64_MAX && !m->pinned && m->tr == NULL &&
-            atomic_load(&m->state) == HO_RESIDENT)
-            start_evict(m);
-    }
-}
-
-/* Prefetches the plan asked for but that had no room yet: they start, oldest first, as evictions
- * complete, so a prefetch never makes the application wait for room. eng.lock held. */
-static void want_drop(struct ho_dev *d, struct ho_managed *m) {
-    if (!m->wanted) return;
-    for (size_t i = 0; i < d->nwant; i++) {
-        if (d->want[i] != m) continue;
-        memmove(&d->want[i], &d->want[i + 1], (d->nwant - i - 1) * sizeof *d->want);
-        d->nwant--;
-        break;
-    }
-    m->wanted = false;
-}
-
-static void want_add(struct ho_dev *d, struct ho_managed *m) {
-    if (m->wanted) return;
-    if (d->nwant == d->capwant) {
-        size_t cap = d->capwant ? d->capwant * 2 : 64;
-        struct ho_managed **n = realloc(d->want, cap * sizeof *n);
-        if (n == NULL) return; /* not queued: a demand restore will fetch it */
-        d->want = n;
-        d->capwant = cap;
-    }
-    d->want[d->nwant++] = m;
-    m->wanted = true;
-}
-
-static void want_start(struct ho_dev *d) {
-    while (d->nwant > 0) {
-        struct ho_managed *m = d->want[0];
-        if (atomic_load(&m->state) == HO_HOST && m->tr == NULL) {
-            /* Cached memory of freed buffers counts as resident: it gives way first. */
-            if (d->resident + m->span > d->budget) cache_trim(d, m->span, d->budget);
-            if (d->resident + m->span > d->budget) {
-                /* In order: wait for more room. Room is made by evicting buffers needed later
-                 * than this one (furthest first), never by waiting: the evictions land, and
-                 * progress starts this prefetch then. */
-                if (predicting() && atomic_load(&eng.capturing) == 0) {
-                    bool host_full = false;
-                    evict_for(d, m->span, NULL, 0, predicted_next_use(m), &host_full);
-                }
-                return;
-            }
-            uint64_t stall = 0;
-            if (start_restore(m, NULL, 0, &stall)) ho_count(&ho_stats.counts_prefetches, 1);
-            count_stall(stall);
-        }
-        want_drop(d, m);
-    }
-}
 
 /* Makes m usable for a use about to be issued (eng.lock held): cancels a move out, waits for a
  * move in, or brings it back on demand. */
@@ -1098,7 +936,7 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
         (atomic_load(&m->state) == HO_RESTORING ||
          (m->wanted && atomic_load(&m->state) == HO_HOST)))
         ho_la_late(eng.la, policy_id(m));
-    want_drop(dev_of(m), m);
+    ho_want_drop(dev_of(m), m);
     switch (atomic_load(&m->state)) {
     case HO_EVICTING:
         atomic_store(&m->state, HO_RESIDENT); /* cancel: the device copy stays current */
@@ -1107,7 +945,7 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
         if (capturing)
             atomic_store(&m->state, HO_HOST); /* cancel: no waiting during capture */
         else
-            count_stall(wait_move(m));
+            ho_count_stall(wait_move(m));
         break;
     default:
         break;
@@ -1165,138 +1003,6 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
     }
 }
 
-/* Once the lookahead policy predicts, the engine keeps a little of the budget free ahead of need
- * (a low watermark, as a kernel's page reclaim does): it starts evicting the buffers needed
- * furthest ahead whenever less than HEADROOM_SHARE of the budget is free, without waiting for
- * them. An allocation or a prefetch then finds room at once instead of waiting for a copy, and
- * the host keeps running ahead of the device. eng.lock held. */
-#define HEADROOM_SHARE 16 /* 1/16 of the budget */
-static void keep_headroom(struct ho_dev *d) {
-    if (d->budget == UINT64_MAX || !predicting()) return;
-    uint64_t headroom = d->budget / HEADROOM_SHARE;
-    defer_poll(d);
-    if (d->resident - d->evicting + headroom <= d->budget || d->evicting >= background_cap(d))
-        return;
-    bool host_full = false;
-    evict_for(d, headroom, NULL, 0, 0, &host_full);
-}
-
-/* Clocks launches so that moving one of their buffers later waits for that buffer's last use,
- * not for everything queued on its stream since (the host may be far ahead of the device). One
- * event every CLOCK_EVERY launches on a stream names the uses since the previous one: a move waits
- * at most that many launches longer than it must, and the event costs a fraction of a launch. A
- * launch on another stream, or a full list, records the pending clock first. eng.lock held. */
-#define CLOCK_EVERY                                                                                \
-    4 /* by a sweep of 1, 2, 4 and 8 (tests/bench/bench_interpose with a budget,                   \
-         tools/bench_policy.py): past 4 the policy loses; below it, launches pay */
-
-static void clock_flush(void) {
-    if (eng.npend == 0) return;
-    struct ho_dev *d = eng.pend_dev;
-    struct ho_clock *c = malloc(sizeof *c);
-    bool ok = false;
-    if (c != NULL) {
-        c->refs = 0;
-        c->e = ho_event_get(d);
-        ho_ctx_push(d);
-        ok = c->e != NULL && ho_real.cuEventRecord(c->e, eng.pend_stream) == CUDA_SUCCESS;
-        ho_ctx_pop();
-    }
-    /* Without a clock the buffers' moves wait for their whole streams instead: still correct. */
-    for (int i = 0; ok && i < eng.npend; i++)
-        clock_set(eng.pend[i].m, c, eng.pend[i].seq, eng.pend_stream);
-    if (c != NULL && c->refs == 0) {
-        ho_event_put(d, c->e);
-        free(c);
-    }
-    eng.npend = 0;
-    eng.pend_launches = 0;
-}
-
-static void clock_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
-    struct ho_dev *d0 = dev_of(t->m[0]);
-    if (d0->budget == UINT64_MAX || implicit_per_thread(s, per_thread)) return;
-    CUstream cs = s != NULL ? s : CU_STREAM_LEGACY;
-    if (eng.npend > 0 &&
-        (cs != eng.pend_stream || d0 != eng.pend_dev || eng.npend + t->n > HO_CLOCK_PENDING))
-        clock_flush();
-    eng.pend_stream = cs;
-    eng.pend_dev = d0;
-    for (int i = 0; i < t->n; i++)
-        if (dev_of(t->m[i]) == d0) eng.pend[eng.npend++] = (struct ho_pending_use){t->m[i], t->seq};
-    if (++eng.pend_launches >= CLOCK_EVERY) clock_flush();
-}
-
-/* A freed buffer leaves the pending uses. eng.lock held. */
-static void clock_forget(struct ho_managed *m) {
-    for (int i = 0; i < eng.npend;)
-        if (eng.pend[i].m == m)
-            eng.pend[i] = eng.pend[--eng.npend];
-        else
-            i++;
-}
-
-#define PLAN_ACTIONS 256 /* moves one launch may start; the rest fall to the reactive path */
-
-/* After a launch: tell the policy (lookahead, or the oracle's plan), then start the moves it asks
- * for. Proactive moves only happen under a budget (without one nothing needs the room), never
- * during capture, and a prefetch only takes room that is free now: it must not make the
- * application wait. */
-static void plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
-    struct ho_managed *evict[PLAN_ACTIONS], *restore[PLAN_ACTIONS];
-    size_t nevict = 0, nrestore = 0;
-    uint64_t ids[HO_TOUCH_MAX];
-    /* What identifies a point in the step: the function, and the sizes of the buffers it gets
-     * (a generic kernel launched throughout a step is told apart by its operands). */
-    uint64_t sig = t->func * 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < t->n; i++) {
-        ids[i] = policy_id(t->m[i]);
-        sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
-    }
-    pthread_mutex_lock(&eng.lock);
-    if (eng.la != NULL) {
-        /* The plan is for one device's budget: the first one the policy sees a launch on. */
-        static bool budget_given;
-        if (!budget_given) {
-            ho_la_set_budget(eng.la, dev_of(t->m[0])->budget);
-            budget_given = true;
-        }
-        struct ho_la_actions a;
-        ho_la_launch(eng.la, sig, ids, (size_t)t->n, &a);
-        for (size_t i = 0; i < a.nevict; i++)
-            evict[nevict++] = (struct ho_managed *)(uintptr_t)a.evict[i];
-        for (size_t i = 0; i < a.nrestore; i++)
-            restore[nrestore++] = (struct ho_managed *)(uintptr_t)a.restore[i];
-        if (t->timing_before != NULL)
-            ho_timing_add(dev_of(t->m[0]), t->timing_before, ho_la_launches(eng.la) - 1, s,
-                          per_thread);
-        atomic_store_explicit(&eng.timing, ho_la_wants_timing(eng.la), memory_order_relaxed);
-    } else {
-        ho_oracle_launch(evict, &nevict, restore, &nrestore, PLAN_ACTIONS);
-    }
-    clock_launch(t, s, per_thread);
-    if (atomic_load(&eng.capturing) == 0) {
-        for (size_t i = 0; i < nevict; i++) {
-            struct ho_managed *m = evict[i];
-            if (dev_of(m)->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
-                atomic_load(&m->state) != HO_RESIDENT)
-                continue;
-            if (!defer_add(dev_of(m), m, s, per_thread)) start_evict(m);
-        }
-        keep_headroom(dev_of(t->m[0]));
-        for (size_t i = 0; i < nrestore; i++) {
-            struct ho_managed *m = restore[i];
-            struct ho_dev *d = dev_of(m);
-            if (d->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
-                atomic_load(&m->state) != HO_HOST)
-                continue;
-            want_add(d, m);
-            want_start(d);
-        }
-    }
-    pthread_mutex_unlock(&eng.lock);
-}
-
 void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bool issued) {
     if (t->n == 0) return;
     if (issued && implicit_per_thread(s, per_thread)) {
@@ -1328,7 +1034,7 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     /* The policies plan for a budget: without one nothing moves ahead of need. */
     if ((eng.la != NULL || ho_oracle_on()) && issued && t->func != 0 &&
         dev_of(t->m[0])->budget != UINT64_MAX) {
-        plan_after_launch(t, s, per_thread);
+        ho_plan_after_launch(t, s, per_thread);
     } else if (t->timing_before != NULL) {
         ho_timing_drop(dev_of(t->m[0]), t->timing_before); /* not a launch, or not issued */
     }
@@ -1357,8 +1063,8 @@ void ho_engine_progress(void) {
                 complete_head(d, q);
             }
         }
-        if (d->ndefer > 0 && atomic_load(&eng.capturing) == 0) defer_poll(d);
-        if (d->nwant > 0 && atomic_load(&eng.capturing) == 0) want_start(d);
+        if (d->ndefer > 0 && atomic_load(&eng.capturing) == 0) ho_defer_poll(d);
+        if (d->nwant > 0 && atomic_load(&eng.capturing) == 0) ho_want_start(d);
     }
     pthread_mutex_unlock(&eng.lock);
 }
@@ -1399,7 +1105,7 @@ bool ho_engine_reclaim(size_t bytes) {
     pthread_mutex_lock(&eng.lock);
     bool freed = eng.dev[device].ready && reclaim_device(&eng.dev[device], bytes, &stall);
     pthread_mutex_unlock(&eng.lock);
-    count_stall(stall);
+    ho_count_stall(stall);
     return freed;
 }
 
@@ -1415,7 +1121,7 @@ __attribute__((visibility("default"))) void hostoff_mark_step(void) {
 void ho_engine_stream_destroyed(CUstream s) {
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
     pthread_mutex_lock(&eng.lock);
-    if (eng.npend > 0 && eng.pend_stream == s) clock_flush(); /* while s still exists */
+    if (eng.npend > 0 && eng.pend_stream == s) ho_clock_flush(); /* while s still exists */
     for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
         users_lock(m);
         int n = atomic_load(&m->nusers), at = -1;

@@ -194,6 +194,45 @@ size_t ho_oracle_launch(struct ho_managed **evict, size_t *nevict, struct ho_man
                         size_t *nrestore, size_t cap);
 uint64_t ho_oracle_next(const struct ho_managed *m);
 
+static inline struct ho_dev *dev_of(const struct ho_managed *m) {
+    return &eng.dev[m->device];
+}
+
+/* The policy's id for a buffer: the engine's own pointer, opaque to it. */
+static inline uint64_t policy_id(const struct ho_managed *m) {
+    return (uint64_t)(uintptr_t)m;
+}
+
+/* engine.c's moves, for engine_plan.c (eng.lock held): start an eviction or a restore (false
+ * when it could not start; a restore adds what waiting for room cost to *stall); start
+ * evicting, on device d, the least valuable buffers (needed later than `beyond` launches, when a
+ * policy predicts) until `need` more bytes fit; give up cached memory until `need` fits under
+ * `limit`; count a stall. */
+bool ho_start_evict(struct ho_managed *m);
+bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
+                      uint64_t *stall);
+size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                    int nprotect, uint64_t beyond, bool *host_full);
+void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit);
+void ho_count_stall(uint64_t ns);
+
+/* engine_plan.c, the engine's side of the policies (eng.lock held): whether a policy predicts
+ * next uses now, and launches until m's; release a clock reference; record the pending clock
+ * now; forget a freed buffer's pending use; planned evictions (drop one, start those whose
+ * launch has run); prefetches waiting for room (drop one, start what fits); after a launch, ask
+ * the policy and start what it says (takes eng.lock itself). */
+bool ho_predicting(void);
+uint64_t ho_predicted_next_use(const struct ho_managed *m);
+void ho_clock_put(struct ho_dev *d, struct ho_clock *c);
+void ho_clock_flush(void);
+void ho_clock_forget(struct ho_managed *m);
+void ho_defer_drop(struct ho_dev *d, struct ho_managed *m);
+void ho_defer_poll(struct ho_dev *d);
+void ho_want_drop(struct ho_dev *d, struct ho_managed *m);
+void ho_want_start(struct ho_dev *d);
+struct ho_engine_touch;
+void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread);
+
 bool ho_dev_setup(int device);
 CUevent ho_event_get(struct ho_dev *d);
 void ho_event_put(struct ho_dev *d, CUevent e);

@@ -66,19 +66,30 @@ uint64_t ho_site_capture(void) {
     void *walk[WALK];
     int n = walker != NULL ? walker(walk, WALK) : backtrace(walk, WALK);
     if (n <= 0) return 0;
+    /* The hash is of each frame's module name and offset in it, not of its address: the same
+     * site gets the same name in every run, whatever address-space randomisation did, so what
+     * depends on it (the lookahead policy's roles, hence its plan) is reproducible. */
     uintptr_t pc[HO_SITE_FRAMES];
     size_t k = 0;
     bool outside = false;
+    uint64_t h = 0;
     for (int i = 0; i < n && k < HO_SITE_FRAMES; i++) {
         Dl_info info;
-        if (!outside && dladdr(walk[i], &info) != 0 && info.dli_fbase == self) continue;
+        bool known = dladdr(walk[i], &info) != 0;
+        if (!outside && known && info.dli_fbase == self) continue;
         outside = true;
         pc[k++] = (uintptr_t)walk[i];
+        if (known && info.dli_fname != NULL) {
+            const char *base = strrchr(info.dli_fname, '/');
+            for (const char *c = base != NULL ? base + 1 : info.dli_fname; *c != '\0'; c++)
+                h = mix(h, (unsigned char)*c);
+            h = mix(h, (uintptr_t)walk[i] - (uintptr_t)info.dli_fbase);
+        } else {
+            h = mix(h,
+                    (uintptr_t)walk[i]); /* anonymous code (a JIT): its address is all there is */
+        }
     }
     if (k == 0) return 0;
-    uint64_t h = 0;
-    for (size_t i = 0; i < k; i++)
-        h = mix(h, pc[i]);
     if (h == 0) h = 1;
     pthread_mutex_lock(&table_lock);
     for (size_t i = 0, s = h & (TABLE - 1); i < TABLE; i++, s = (s + 1) & (TABLE - 1)) {

@@ -387,6 +387,17 @@ class Deterministic(unittest.TestCase):
                     second, _ = replay_json(path, *args)
                     self.assertEqual(first, second)
 
+    def test_lookahead_plans_alike_in_every_run(self):
+        """What lookahead plans depends on allocation sites: they must not depend on where
+        address-space randomisation put the code (runs are not under setarch -R here)."""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "g.jsonl")
+            self.assertEqual(hostoff("gen-trace", *LONG_GPT, "-o", path).returncode, 0)
+            runs = [replay_json(path, "--budget", "50%", "--policy", "lookahead")[0]
+                    for _ in range(3)]
+        self.assertEqual(runs[0], runs[1])
+        self.assertEqual(runs[0], runs[2])
+
 
 class Budget(unittest.TestCase):
     """No offload against a 50% budget under lru."""
