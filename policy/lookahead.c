@@ -194,10 +194,10 @@ void ho_la_destroy(struct ho_lookahead *la) {
     map_free(&la->site_count);
     map_free(&la->born);
     map_free(&la->dies);
-    map_free(&la->pat.life);
     pattern_clear(&la->pat);
     map_free(&la->pat.first);
     map_free(&la->pat.evict_at);
+    map_free(&la->pat.life);
     free(la->rec);
     free(la);
 }
