@@ -11,6 +11,7 @@
 #include "log.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -21,7 +22,8 @@
 #define WALK  (HO_SITE_FRAMES + 8) /* frames walked: the library's own come first */
 
 struct site {
-    uint64_t hash; /* 0: empty */
+    uint64_t raw;  /* hash of the addresses (this process's name for the stack); 0: empty */
+    uint64_t hash; /* hash of module names and offsets (the same in every run) */
     uintptr_t pc[HO_SITE_FRAMES];
     size_t n;
 };
@@ -29,17 +31,32 @@ struct site {
 static struct site table[TABLE];
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* This library's base address, to skip its own frames. */
-static void *self;
+/* This library's code, to skip its own frames: the extent of its loaded segments. */
+static uintptr_t self_lo, self_hi;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
 static const char self_anchor; /* any object of this library locates it */
 
 /* libunwind's unw_backtrace (the same signature as glibc's backtrace), or NULL. */
 static int (*walker)(void **buffer, int size);
 
+static int find_segments(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    (void)arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_LOAD) continue;
+        uintptr_t a = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+        if (a < lo) lo = a;
+        if (a + info->dlpi_phdr[i].p_memsz > hi) hi = a + info->dlpi_phdr[i].p_memsz;
+    }
+    if ((uintptr_t)&self_anchor < lo || (uintptr_t)&self_anchor >= hi) return 0;
+    self_lo = lo;
+    self_hi = hi;
+    return 1;
+}
+
 static void find_self(void) {
-    Dl_info info;
-    self = dladdr(&self_anchor, &info) != 0 ? info.dli_fbase : NULL;
+    dl_iterate_phdr(find_segments, NULL);
 #if defined(__SANITIZE_THREAD__)
     return;
 #endif
@@ -61,43 +78,56 @@ static uint64_t mix(uint64_t h, uint64_t x) {
     return h ^ (h >> 29);
 }
 
+/* The stable name of a stack: each frame's module name and offset in it, not its address, so
+ * the same site gets the same name in every run whatever address-space randomisation did, and
+ * what depends on it (the lookahead policy's roles, hence its plan) is reproducible. dladdr per
+ * frame is the slow part: it runs once per distinct stack (the table remembers). */
+static uint64_t stable_hash(const uintptr_t *pc, size_t n) {
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        Dl_info info;
+        if (dladdr((void *)pc[i], &info) != 0 && info.dli_fname != NULL) {
+            const char *base = strrchr(info.dli_fname, '/');
+            for (const char *c = base != NULL ? base + 1 : info.dli_fname; *c != '\0'; c++)
+                h = mix(h, (unsigned char)*c);
+            h = mix(h, pc[i] - (uintptr_t)info.dli_fbase);
+        } else {
+            h = mix(h, pc[i]); /* anonymous code (a JIT): its address is all there is */
+        }
+    }
+    return h != 0 ? h : 1;
+}
+
 uint64_t ho_site_capture(void) {
     pthread_once(&self_once, find_self);
     void *walk[WALK];
     int n = walker != NULL ? walker(walk, WALK) : backtrace(walk, WALK);
     if (n <= 0) return 0;
-    /* The hash is of each frame's module name and offset in it, not of its address: the same
-     * site gets the same name in every run, whatever address-space randomisation did, so what
-     * depends on it (the lookahead policy's roles, hence its plan) is reproducible. */
     uintptr_t pc[HO_SITE_FRAMES];
     size_t k = 0;
-    bool outside = false;
-    uint64_t h = 0;
+    uint64_t raw = 0;
     for (int i = 0; i < n && k < HO_SITE_FRAMES; i++) {
-        Dl_info info;
-        bool known = dladdr(walk[i], &info) != 0;
-        if (!outside && known && info.dli_fbase == self) continue;
-        outside = true;
-        pc[k++] = (uintptr_t)walk[i];
-        if (known && info.dli_fname != NULL) {
-            const char *base = strrchr(info.dli_fname, '/');
-            for (const char *c = base != NULL ? base + 1 : info.dli_fname; *c != '\0'; c++)
-                h = mix(h, (unsigned char)*c);
-            h = mix(h, (uintptr_t)walk[i] - (uintptr_t)info.dli_fbase);
-        } else {
-            h = mix(h,
-                    (uintptr_t)walk[i]); /* anonymous code (a JIT): its address is all there is */
-        }
+        uintptr_t a = (uintptr_t)walk[i];
+        if (k == 0 && a >= self_lo && a < self_hi) continue; /* the library's own frames */
+        pc[k++] = a;
+        raw = mix(raw, a);
     }
     if (k == 0) return 0;
-    if (h == 0) h = 1;
+    if (raw == 0) raw = 1;
     pthread_mutex_lock(&table_lock);
-    for (size_t i = 0, s = h & (TABLE - 1); i < TABLE; i++, s = (s + 1) & (TABLE - 1)) {
-        if (table[s].hash == h) break;
-        if (table[s].hash == 0) {
-            table[s].hash = h;
+    size_t s = raw & (TABLE - 1), i = 0;
+    for (; i < TABLE && table[s].raw != 0 && table[s].raw != raw; i++)
+        s = (s + 1) & (TABLE - 1);
+    uint64_t h = i < TABLE && table[s].raw == raw ? table[s].hash : 0;
+    pthread_mutex_unlock(&table_lock);
+    if (h != 0) return h;
+    h = stable_hash(pc, k); /* outside the lock: dladdr takes the loader's */
+    pthread_mutex_lock(&table_lock);
+    for (i = 0, s = raw & (TABLE - 1); i < TABLE; i++, s = (s + 1) & (TABLE - 1)) {
+        if (table[s].raw == raw) break;
+        if (table[s].raw == 0) {
+            table[s] = (struct site){raw, h, {0}, k};
             memcpy(table[s].pc, pc, k * sizeof *pc);
-            table[s].n = k;
             break;
         }
     }
@@ -106,12 +136,11 @@ uint64_t ho_site_capture(void) {
 }
 
 size_t ho_site_frames(uint64_t site, uintptr_t *out, size_t cap) {
+    /* The table is keyed by the addresses' hash: a report's few hundred lookups scan it. */
     size_t n = 0;
     pthread_mutex_lock(&table_lock);
-    for (size_t i = 0, s = site & (TABLE - 1); site != 0 && i < TABLE;
-         i++, s = (s + 1) & (TABLE - 1)) {
-        if (table[s].hash == 0) break;
-        if (table[s].hash != site) continue;
+    for (size_t s = 0; site != 0 && s < TABLE; s++) {
+        if (table[s].raw == 0 || table[s].hash != site) continue;
         n = table[s].n < cap ? table[s].n : cap;
         memcpy(out, table[s].pc, n * sizeof *out);
         break;
