@@ -30,7 +30,7 @@ struct ho_buffer {
     uint64_t base, size;
     int device;
     enum ho_buffer_kind kind;
-    bool pinned; /* never moved (IPC-exported, app-owned VMM, small) */
+    bool pinned;   /* never moved (IPC-exported, app-owned VMM, small) */
     uint64_t site; /* where it was allocated (site.h); 0: not captured */
     bool live;
     struct ho_managed *engine; /* the engine's state while it manages the buffer, else NULL */
