@@ -15,6 +15,24 @@ void ho_oracle_free(struct ho_oracle_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* One pass over the launches' uses, once per (buffer, launch): counts them per buffer into
+ * p->use_start (fill == NULL), or writes them in launch order after those counts (fill). */
+static void use_pass(const struct ho_oracle_input *in, struct ho_oracle_plan *p, uint64_t *last,
+                     size_t *fill) {
+    for (size_t b = 0; b < in->nbuf; b++)
+        last[b] = UINT64_MAX;
+    for (size_t l = 0; l < in->nlaunch; l++)
+        for (size_t k = in->use_start[l]; k < in->use_start[l + 1]; k++) {
+            uint64_t b = in->use[k];
+            if (b >= in->nbuf || last[b] == l) continue;
+            last[b] = l;
+            if (fill == NULL)
+                p->use_start[b + 1]++;
+            else
+                p->uses[p->use_start[b] + fill[b]++] = l;
+        }
+}
+
 /* Each buffer's uses, in launch order, once per launch. */
 static int index_uses(const struct ho_oracle_input *in, struct ho_oracle_plan *p) {
     p->use_start = calloc(in->nbuf + 1, sizeof *p->use_start);
@@ -27,26 +45,10 @@ static int index_uses(const struct ho_oracle_input *in, struct ho_oracle_plan *p
         free(last);
         return -1;
     }
-    for (size_t b = 0; b < in->nbuf; b++)
-        last[b] = UINT64_MAX;
-    for (size_t l = 0; l < in->nlaunch; l++)
-        for (size_t k = in->use_start[l]; k < in->use_start[l + 1]; k++) {
-            uint64_t b = in->use[k];
-            if (b >= in->nbuf || last[b] == l) continue;
-            last[b] = l;
-            p->use_start[b + 1]++;
-        }
+    use_pass(in, p, last, NULL);
     for (size_t b = 0; b < in->nbuf; b++)
         p->use_start[b + 1] += p->use_start[b];
-    for (size_t b = 0; b < in->nbuf; b++)
-        last[b] = UINT64_MAX;
-    for (size_t l = 0; l < in->nlaunch; l++)
-        for (size_t k = in->use_start[l]; k < in->use_start[l + 1]; k++) {
-            uint64_t b = in->use[k];
-            if (b >= in->nbuf || last[b] == l) continue;
-            last[b] = l;
-            p->uses[p->use_start[b] + fill[b]++] = l;
-        }
+    use_pass(in, p, last, fill);
     free(fill);
     free(last);
     return 0;
