@@ -1,25 +1,29 @@
 /* The lookahead policy: learns the training step from the launch stream and moves each buffer out
- * right after its last use before a long gap, and back a learned lead ahead of its next use.
+ * right after its last use before a long gap, and back in time for its next use.
  *
  * Pure C, no CUDA, deterministic; not thread-safe (the engine calls it under its lock).
  *
- * - Step detection: the sequence of launched functions repeats with the step. A candidate period
- *   is taken from the last earlier launch of the same function with the same preceding context;
- *   it is adopted once it has held for a whole period, and dropped when the sequence stops
- *   repeating. Step markers, when the engine sees them, fix the period directly.
+ * - Step detection: the sequence of launched functions repeats with the step. A launch's context
+ *   (the functions before it) proposes a candidate period; the candidate is checked at every
+ *   launch and adopted once it has held for a whole period, and dropped when the sequence stops
+ *   repeating. A period that breaks after holding for a while was a loop inside the step (a
+ *   model's identical layers): only longer candidates count afterwards. Step markers, when the
+ *   engine sees them, fix the period directly.
  * - Identity across steps: a buffer allocated inside a step is named by its allocation site, its
  *   size and its order among the step's allocations of that site and size, so the activations a
  *   framework allocates afresh each step map to the same roles (and an allocation added or
  *   dropped elsewhere does not rename them); buffers that outlive steps keep their own ids.
- * - Planning: the last complete step gives, for every role, the positions (launch indices within
- *   the step) where it is used, hence the step's device footprint at each position. Where that
- *   exceeds the budget, gaps between uses are chosen, longest first, until it no longer does; a
- *   chosen buffer is evicted right after the use that opens its gap and restored `lead` launches
- *   before the use that closes it. Only what the budget needs moves: the link is the real cost.
- *   A buffer whose prefetch had not landed by its use (a late restore) doubles its role's lead, up
- *   to a quarter of a step: the feedback that corrects the first guesses. A gap is worth taking
- *   when it is longer than the lead (plus a margin): the eviction and the restore use different
- *   copy engines, so only the restore must fit before the next use.
+ * - Planning (plan.h): the last complete step gives every role's uses and lifetime (launch
+ *   positions within the step), hence the step's device footprint at each position; gaps between
+ *   uses are taken, longest first, until it fits the budget. A taken buffer is evicted right
+ *   after the use that opens its gap and restored in time for the use that closes it: in device
+ *   time once the engine has timed a step's kernels and the link (ho_la_duration,
+ *   ho_la_set_link), in launches (`lead0`) before. Only what the budget needs moves: the link is
+ *   the real cost. A buffer whose prefetch had not landed by its use (a late restore) doubles
+ *   its role's lead (or its transfer estimate), at most MAX_DOUBLINGS times: the feedback that
+ *   corrects the first guesses.
+ * - Predictions: once two steps agreed, the next use of every buffer it knows (for the engine's
+ *   victim choice, furthest first).
  * Until a period is known the policy decides nothing and the engine falls back to lru. */
 #ifndef HOSTOFF_LOOKAHEAD_H
 #define HOSTOFF_LOOKAHEAD_H
