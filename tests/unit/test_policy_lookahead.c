@@ -155,20 +155,26 @@ static void markers_fix_the_period(void **state) {
     ho_la_destroy(L.la);
 }
 
+/* A loop with a 64 MiB weight buffer (allocated at `site`) under an 80 MiB budget, after
+ * `steps` steps each closed by a step marker (the first marker opens the first step). */
+static struct loop marked_loop(int steps, uint64_t site) {
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    assert_non_null(L.la);
+    ho_la_set_budget(L.la, 80u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, site);
+    ho_la_step(L.la);
+    for (int s = 0; s < steps; s++) {
+        step(&L);
+        ho_la_step(L.la);
+    }
+    return L;
+}
+
 /* Roles are per site and size: one more allocation elsewhere, even of act[0]'s size, does not
  * rename the activations, so the plan for act[0] still applies in that step. */
 static void an_extra_allocation_renames_nothing(void **state) {
     (void)state;
-    struct loop L = {.la = ho_la_create(2), .next_id = 10};
-    ho_la_set_budget(L.la, 80u << 20);
-    ho_la_alloc(L.la, 1, 64u << 20, 3);
-    ho_la_step(L.la);
-    for (int s = 0; s < 4; s++) {
-        step(&L);
-        ho_la_step(L.la);
-    }
-    step(&L);
-    ho_la_step(L.la);
+    struct loop L = marked_loop(5, 3);
     int evicted = L.act0_evicted_at, restored = L.act0_restored_at;
     assert_true(evicted >= 0 && restored >= 0);
     L.extra = true;
@@ -212,14 +218,7 @@ static void identical_layers_are_not_the_step(void **state) {
 
 static void predicts_the_next_use(void **state) {
     (void)state;
-    struct loop L = {.la = ho_la_create(2), .next_id = 10};
-    ho_la_set_budget(L.la, 80u << 20);
-    ho_la_alloc(L.la, 1, 64u << 20, 0);
-    ho_la_step(L.la);
-    for (int s = 0; s < 4; s++) {
-        step(&L);
-        ho_la_step(L.la);
-    }
+    struct loop L = marked_loop(4, 0);
     assert_true(ho_la_predicts(L.la));
     /* Allocate this step's activations and run the first forward launch (position 0): act[0]
      * is next used at its backward position 2*LAYERS-1; act[LAYERS-1] at forward position
