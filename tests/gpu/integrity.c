@@ -480,8 +480,10 @@ int main(int argc, char **argv) {
     free(ws);
     free(tids);
     CUresult sync_rc = cuCtxSynchronize();
-    if (opt.corrupt && sync_rc == CUDA_SUCCESS && nbufs > 0)
-        sync_rc = cuMemsetD8(bufs[nbufs / 2].ptr + 8 * 5, 0xff, 8);
+    /* --corrupt: one word of a buffer in the middle (of the wide ones when there are). */
+    int victim = nwide > 0 ? nbufs + nwide / 2 : nbufs / 2;
+    if (opt.corrupt && sync_rc == CUDA_SUCCESS && nbufs + nwide > 0)
+        sync_rc = cuMemsetD8(bufs[victim].ptr + 8 * 5, 0xff, 8);
     double t2 = kit_now();
 
     /* Verification: on the device, then every byte on the host. */
