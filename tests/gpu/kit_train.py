@@ -41,12 +41,12 @@ class TrainStages:
         ok_all = True
         results = {}
         min_run = max(2.0, MIN_RUN_S * self.scale)
+        weights = [case_weight(stage, c[0]) for c in cases]
         for i, (name, group, lib, frac, extra) in enumerate(cases):
             left = self.stage_left()
-            # Equal shares of what is left, but never fewer seconds than a run needs: then the
-            # last cases (the least important) are the ones the clock cuts.
-            fit = max(1, min(len(cases) - i, int(left // min_run)))
-            timeout = left / fit
+            # Its weight's share of what is left, but never fewer seconds than a run needs: then
+            # the last cases (the least important) are the ones the clock cuts.
+            timeout = max(left * weights[i] / sum(weights[i:]), min(left, min_run))
             if timeout < min_run:
                 self.row(stage, name, "skipped", f"out of time ({left:.0f} s left)")
                 info[name] = {"skipped": "time"}
@@ -201,6 +201,15 @@ class TrainStages:
                 return r
             self.row("jax", "XLA_FLAGS", "note", f"'{flags}' unknown to this XLA: trying the next")
         return False
+
+
+def case_weight(stage, name):
+    """A run's share of its stage: a run that compiles what the others find in the cache (JAX's
+    first case, and remat's different program) or imports a cold framework (torch's first) gets
+    more."""
+    if stage == "jax":
+        return 2.5 if name.endswith("no library") else 2.0 if "remat" in name else 1.0
+    return 1.5 if name == "caching/no library" else 1.0
 
 
 def name_tag(name):
