@@ -3,6 +3,7 @@
 self.run, self.row, self.share, self.stage_result and self.save.
 """
 
+import json
 import os
 import platform
 import re
@@ -40,6 +41,14 @@ INTEGRITY = {
 }
 LDD_BASE = ("linux-vdso", "linux-gate", "libc.so", "libdl.so", "libpthread.so", "ld-linux",
             "libm.so", "librt.so")
+
+
+def load_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def gib(n):
@@ -545,13 +554,3 @@ class CStages:
                  f"{name}: {len(rows)} rows" + ("" if valid else f", INVALID: {info['invalid']}")
                  + (f"; missing {', '.join(missing)}" if missing else ""))
         return good
-
-
-def load_json(path):
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
