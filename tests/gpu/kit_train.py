@@ -181,7 +181,9 @@ class TrainStages:
         if self.a.sim:
             self.row("jax", "all cases", "skipped", "simulator: no JAX on it")
             return True
-        cache = self.out / "jax-cache"  # this run's own: the cases after the first reuse it
+        # This run's own compilation cache, in its work folder (removed at the end, never
+        # brought back): the cases after the first find their program there.
+        cache = self.work / "jax-cache"
         cache.mkdir(exist_ok=True)
         base = [f"--steps={self.a.jax_steps}", f"--cache-dir={cache}"]
         info = self.stage_result("jax")

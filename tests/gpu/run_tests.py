@@ -187,7 +187,7 @@ class RunnerLogic(unittest.TestCase):
         self.assertEqual(rows["XLA_FLAGS"][2], "note")
         self.assertEqual(rows["jax/remat"][2], "ok")
         # JAX's compilation cache lives in the run's own folder.
-        self.assertEqual(info["jax/remat"]["cache_dir"], str(k.out / "jax-cache"))
+        self.assertEqual(info["jax/remat"]["cache_dir"], str(k.work / "jax-cache"))
 
     def test_results_whole_after_every_case_and_packed(self):
         k = self.kit("--only=torch", "--pack")
@@ -420,7 +420,8 @@ def main():
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     if not result.wasSuccessful():
         return 1
-    return 77 if result.testsRun and len(result.skipped) == result.testsRun else 0
+    # Everything skipped (a class skipped in setUpClass runs no test at all): meson's "skipped".
+    return 77 if result.skipped and len(result.skipped) >= result.testsRun else 0
 
 
 if __name__ == "__main__":
