@@ -3,7 +3,7 @@
 #include "profile.h"
 
 #include "cli.h"
-#include "idmap.h"
+#include "u64map.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -420,9 +420,9 @@ static bool stalls(struct profile *p) {
     return true;
 }
 
-static struct prof_buf *buf_of(struct profile *p, struct idmap *ix, uint64_t id, size_t *capbufs) {
+static struct prof_buf *buf_of(struct profile *p, struct u64map *ix, uint64_t id, size_t *capbufs) {
     uint64_t at;
-    if (idmap_get(ix, id, &at)) return &p->bufs[at];
+    if (u64map_get(ix, id, &at)) return &p->bufs[at];
     if (p->nbufs == *capbufs) {
         size_t c2 = *capbufs ? *capbufs * 2 : 256;
         struct prof_buf *q = realloc(p->bufs, c2 * sizeof *q);
@@ -433,7 +433,7 @@ static struct prof_buf *buf_of(struct profile *p, struct idmap *ix, uint64_t id,
     struct prof_buf *b = &p->bufs[p->nbufs];
     memset(b, 0, sizeof *b);
     b->id = id;
-    if (!idmap_put(ix, id, p->nbufs)) return NULL;
+    if (!u64map_put(ix, id, p->nbufs)) return NULL;
     p->nbufs++;
     return b;
 }
@@ -460,10 +460,10 @@ static int cmp_moved(const void *a, const void *b) {
 
 /* Each buffer's moves, stalls, site and the kernels that waited for it. */
 static bool per_buffer(struct profile *p) {
-    struct idmap ix = {0};
+    struct u64map ix = {0};
     size_t capbufs = p->nbufs;
     for (size_t i = 0; i < p->nbufs; i++)
-        if (!idmap_put(&ix, p->bufs[i].id, i)) goto oom;
+        if (!u64map_put(&ix, p->bufs[i].id, i)) goto oom;
     if (p->has_trace) {
         const struct trace *t = &p->tr;
         for (size_t i = 0; i < t->n; i++) {
@@ -510,7 +510,7 @@ static bool per_buffer(struct profile *p) {
             while (j < nw && w[j].id == w[i].id && w[j].who == w[i].who)
                 j++;
             uint64_t at;
-            if (idmap_get(&ix, w[i].id, &at)) {
+            if (u64map_get(&ix, w[i].id, &at)) {
                 struct prof_buf *b = &p->bufs[at];
                 uint32_t count = (uint32_t)(j - i);
                 for (int k = 0; k < 3; k++) {
@@ -528,11 +528,11 @@ static bool per_buffer(struct profile *p) {
         }
         free(w);
     }
-    idmap_free(&ix);
+    u64map_free(&ix);
     if (p->nbufs > 1) qsort(p->bufs, p->nbufs, sizeof *p->bufs, cmp_moved);
     return true;
 oom:
-    idmap_free(&ix);
+    u64map_free(&ix);
     return false;
 }
 
