@@ -7,6 +7,7 @@
 #include "mode.h"
 #include "log.h"
 #include "options.h"
+#include "json_text.h"
 #include "report.h"
 
 #include <dlfcn.h>
@@ -57,16 +58,8 @@ static void out_str(const char *s) {
     out_reserve(2);
     out[nout++] = '"';
     for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        out_reserve(8);
-        if (c == '"' || c == '\\') {
-            out[nout++] = '\\';
-            out[nout++] = (char)c;
-        } else if (c < 0x20) {
-            nout += (size_t)snprintf(out + nout, 8, "\\u%04x", c);
-        } else {
-            out[nout++] = (char)c;
-        }
+        out_reserve(HO_JSON_ESCAPED_MAX);
+        nout += ho_json_escape(*s, out + nout);
     }
     out_reserve(1);
     out[nout++] = '"';
