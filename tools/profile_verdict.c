@@ -3,6 +3,7 @@
 #include "profile.h"
 
 #include "cli.h"
+#include "options.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -69,7 +70,7 @@ void prof_verdict(const struct profile *p, char *buf, size_t cap) {
     if (p->has_budget) {
         prof_bytes(p->budget, b, sizeof b);
         sb_add(&s, " under a budget of %s", b);
-    } else if (p->has_trace && strcmp(p->mode, "offload") == 0) {
+    } else if (p->has_trace && strcmp(p->mode, ho_mode_name(HO_MODE_OFFLOAD)) == 0) {
         sb_add(&s, " with no budget");
     } else if (p->mode[0] != '\0') {
         sb_add(&s, " in %s mode", p->mode);
@@ -129,7 +130,8 @@ size_t prof_suggest(const struct profile *p, char out[][512], size_t cap) {
     } while (0)
     char a[32], b[32];
     uint64_t moved = p->moved_to_host + p->moved_to_device;
-    if (strcmp(p->mode, "track") == 0 || strcmp(p->mode, "off") == 0) {
+    if (strcmp(p->mode, ho_mode_name(HO_MODE_TRACK)) == 0 ||
+        strcmp(p->mode, ho_mode_name(HO_MODE_OFF)) == 0) {
         SUGGEST("HOSTOFF_MODE=%s moves nothing: run with --mode offload (the default) and a "
                 "budget to offload.",
                 p->mode);
@@ -155,11 +157,11 @@ size_t prof_suggest(const struct profile *p, char out[][512], size_t cap) {
             busy, (prof_bytes(p->live_peak, a, sizeof a), a));
     }
     if (pct(p->stall_why[TSTALL_DEMAND], st) > 40) {
-        if (strcmp(p->policy, "lookahead") == 0 && p->tr.steps == 0)
+        if (strcmp(p->policy, ho_policy_name(HO_CHOOSE_LOOKAHEAD)) == 0 && p->tr.steps == 0)
             SUGGEST("Most waiting is for restores on demand: the lookahead policy learns the step "
                     "from the launches alone here. Mark steps with hostoff_mark_step() "
                     "(hostoff.h) so it knows the step at once.");
-        else if (strcmp(p->policy, "lookahead") == 0)
+        else if (strcmp(p->policy, ho_policy_name(HO_CHOOSE_LOOKAHEAD)) == 0)
             SUGGEST(
                 "Most waiting is for restores on demand: the lookahead policy runs as lru until "
                 "two steps alike and one timed step have shown it the step, so a short run is "
