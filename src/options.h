@@ -32,6 +32,13 @@ struct ho_amount {
 
 /* Resolves an amount against a total: UINT64_MAX for none. */
 uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total);
+/* The one spelling of each enum option's values, as options.def lists them (reports, traces,
+ * logs and the hostoff command use these; a unit test checks them against the table). An
+ * out-of-range value gives the first name. */
+const char *ho_mode_name(enum ho_mode mode);
+const char *ho_backend_name(enum ho_backend backend);
+const char *ho_policy_name(enum ho_policy_choice policy);
+
 /* Parses "64M", "1.5G" is not accepted (whole numbers); false on anything malformed. */
 bool ho_parse_size(const char *text, uint64_t *out);
 bool ho_parse_amount(const char *text, struct ho_amount *out);
