@@ -12,6 +12,7 @@
 #include "cli_opts.h"
 #include "json.h"
 #include "profile.h"
+#include "verdict.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -178,22 +179,34 @@ int cmd_demo(int argc, char **argv) {
         return 1;
     }
 
-    /* 5. The report. */
+    /* 5. The report: the verdict's step without offload is the baseline replay's. */
     step(tty, 5, "rendering the report");
     char *inputs[] = {rep, rec};
     struct profile *ps = NULL;
     size_t n = 0;
     char html[PATH_MAX + 300], perfetto[PATH_MAX + 300];
-    if (prof_load(inputs, 2, NULL, trace, &ps, &n) != 0 ||
-        prof_write_files(ps, n, inputs, 2, dir, "hostoff-demo", html, perfetto, sizeof html) != 0) {
+    if (prof_load(inputs, 2, NULL, trace, &ps, &n) != 0 || n == 0) {
         prof_free(ps, n);
         json_free(base);
         json_free(plain);
         json_free(off);
         return 1;
     }
-    const struct profile *p = &ps[0];
-    char a[32], b[32], c[32];
+    struct profile *p = &ps[0];
+    double s0 = num(base, "steady_step_ns");
+    if (s0 > 0) {
+        p->has_base = true;
+        p->base_step_ns = (uint64_t)s0;
+        snprintf(p->base_how, sizeof p->base_how, "the same job replayed with no budget");
+    }
+    if (prof_write_files(ps, n, inputs, 2, dir, "hostoff-demo", html, perfetto, sizeof html) != 0) {
+        prof_free(ps, n);
+        json_free(base);
+        json_free(plain);
+        json_free(off);
+        return 1;
+    }
+    char a[32], b[32];
     printf("hostoff demo: a long-context GPT training job (6 layers, width 1536, one 65536-token "
            "sequence a step, bf16, Adam) on the simulated H200\n\n");
     prof_bytes((uint64_t)num(off, "trace_peak_bytes"), a, sizeof a);
@@ -202,39 +215,24 @@ int cmd_demo(int argc, char **argv) {
     prof_bytes((uint64_t)num(off, "budget_bytes"), b, sizeof b);
     printf("  budget      %s (%s of the peak), policy %s, link %s (%g GB/s each way)\n", b, budget,
            policy, link, num(off, "h2d_gbps"));
-    uint64_t saved = p->live_peak > p->device_peak ? p->live_peak - p->device_peak : 0;
-    prof_bytes(p->device_peak, a, sizeof a);
-    prof_bytes(p->live_peak, b, sizeof b);
-    prof_bytes(saved, c, sizeof c);
-    printf("  memory      the device held at most %s instead of %s: %s saved (%.0f%%)\n", a, b, c,
-           p->live_peak > 0 ? 100.0 * (double)saved / (double)p->live_peak : 0.0);
     prof_bytes(p->moved_to_host, a, sizeof a);
     prof_bytes(p->moved_to_device, b, sizeof b);
     printf("  moved       %s to host, %s back (%llu evictions, %llu restores on demand, %llu "
            "prefetches)\n",
            a, b, (unsigned long long)p->evictions, (unsigned long long)p->demand,
            (unsigned long long)p->prefetches);
-    prof_time(p->stall_ns, a, sizeof a);
-    prof_time(p->t_end, b, sizeof b);
-    printf("  host waits  %s of %s (%.0f%%; hidden while the device still has queued work); %llu "
-           "of %llu prefetches landed late\n",
-           a, b, p->t_end > 0 ? 100.0 * (double)p->stall_ns / (double)p->t_end : 0.0,
-           (unsigned long long)p->late, (unsigned long long)p->prefetches);
-    double s0 = num(base, "steady_step_ns"), s1 = num(plain, "steady_step_ns");
-    prof_time((uint64_t)s1, a, sizeof a);
-    prof_time((uint64_t)s0, b, sizeof b);
-    printf("  step time   %s under the budget, %s without offload (%.2fx; steady state, "
-           "untraced replays)\n",
-           a, b, s0 > 0 ? s1 / s0 : 0.0);
+    /* The verdict: the same function as the page's. */
+    struct verdict v;
+    verdict_make(p, &v);
+    char lines[4][512];
+    size_t nl = verdict_lines(&v, lines, 4);
+    for (size_t k = 0; k < nl; k++)
+        printf("  %s\n", lines[k]);
+    for (size_t k = 0; k < v.nadvice; k++)
+        printf("  next        %s\n", v.advice[k]);
     double bad = num(off, "illegal_accesses") + num(off, "hazards") +
                  num(plain, "illegal_accesses") + num(plain, "hazards");
     if (bad > 0) printf("  WARNING     the simulator saw %.0f illegal accesses or hazards\n", bad);
-    char tips[1][512];
-    if (s0 > 0 && s1 / s0 < 1.05)
-        printf("  next        nothing to fix: the moves hide behind the kernels (within 5%% of the "
-               "step without offload). Try --budget 70%% or --policy lru to see them show.\n");
-    else if (prof_suggest(p, tips, 1) == 1)
-        printf("  next        %s\n", tips[0]);
     printf("\n  report      %s\n", html);
     if (perfetto[0] != '\0')
         printf("  perfetto    %s   (open it in https://ui.perfetto.dev)\n", perfetto);

@@ -13,6 +13,7 @@
 #include "cli_opts.h"
 #include "options.h"
 #include "profile.h"
+#include "verdict.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -255,7 +256,7 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
     size_t n = 0;
     if (nrep + ntr > 0 && prof_load(files, nrep + ntr, NULL, NULL, &ps, &n) == 0) {
         uint64_t to_host = 0, to_dev = 0, stall = 0, ev = 0, dem = 0, pre = 0, dpeak = 0;
-        uint64_t saved = 0, live = 0, host = 0;
+        uint64_t host = 0;
         bool all_traced = true;
         for (size_t i = 0; i < n; i++) {
             const struct profile *p = &ps[i];
@@ -267,10 +268,6 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
             pre += p->prefetches;
             if (p->device_peak > dpeak) dpeak = p->device_peak;
             all_traced &= p->has_trace;
-            if (p->has_trace) {
-                saved += p->live_peak > p->device_peak ? p->live_peak - p->device_peak : 0;
-                live += p->live_peak;
-            }
             host += p->r_peak_host;
         }
         char a[32], b[32], c[32], d[32];
@@ -282,17 +279,25 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
                   "prefetches); waited %s for moves; device peak %s%s",
                   a, b, (unsigned long long)ev, (unsigned long long)dem, (unsigned long long)pre, c,
                   d, n > 1 ? " (the highest rank)" : "");
-        if (all_traced) {
-            prof_bytes(saved, a, sizeof a);
-            prof_bytes(live, b, sizeof b);
-            cli_error("memory saved: %s of %s at peak (%.0f%%)%s", a, b,
-                      live > 0 ? 100.0 * (double)saved / (double)live : 0.0,
-                      n > 1 ? ", all ranks together" : "");
-        } else {
+        if (!all_traced) {
             prof_bytes(host, a, sizeof a);
-            cli_error("memory saved: up to %s held in host memory at once (--trace gives the "
-                      "exact figure)",
+            cli_error("memory saved: up to %s held in host memory at once (--trace measures the "
+                      "slowdown and the exact saving)",
                       a);
+        }
+        /* The verdict, per process, as the page and hostoff report --json give it. */
+        prof_measure_baseline(ps, n);
+        for (size_t i = 0; i < n; i++) {
+            struct verdict v;
+            verdict_make(&ps[i], &v);
+            char lines[4][512];
+            size_t nl = verdict_lines(&v, lines, 4);
+            for (size_t k = 0; k < nl; k++)
+                if (ps[i].has_trace)
+                    cli_error("%s%s%s", n > 1 ? ps[i].name : "", n > 1 ? ": " : "", lines[k]);
+            for (size_t k = 0; k < v.nadvice; k++)
+                cli_error("%s%snext: %s", n > 1 ? ps[i].name : "", n > 1 ? ": " : "",
+                          v.advice[k]);
         }
     }
     for (size_t i = 0; i < nrep + ntr; i++)

@@ -98,6 +98,12 @@ struct profile {
     /* The verdict's figures (report values when there is a report, else the trace's). */
     uint64_t moved_to_host, moved_to_device, stall_ns, demand, late, prefetches, evictions;
     uint64_t stall_why[3]; /* ns by enum tstall_why (trace only) */
+
+    /* The step without offload, when measured (verdict.h): by replaying this trace with no
+     * budget, or by whoever ran the job without offload (hostoff demo). */
+    bool has_base;
+    uint64_t base_step_ns;
+    char base_how[160];
 };
 
 /* The link's peak when the inputs do not say: pcie5, c2c, or a rate in GB/s each way. */

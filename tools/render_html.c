@@ -4,6 +4,7 @@
  * its peak; the stalls) and the buffers that moved most. Several ranks: a table with a row per
  * rank first, then a section per rank on one time axis. */
 #include "profile.h"
+#include "verdict.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -515,6 +516,37 @@ static void tip(FILE *f, const char *text) {
     }
 }
 
+/* The verdict's headline, the very lines the terminal prints (verdict_lines), and the verdict as
+ * JSON for scripts (the same object as hostoff report --json; '<' escaped for the script tag). */
+static void headline(FILE *f, const struct profile *p) {
+    struct verdict v;
+    verdict_make(p, &v);
+    char lines[4][512];
+    size_t nl = verdict_lines(&v, lines, 4);
+    fputs("<div class=\"headline\">", f);
+    for (size_t k = 0; k < nl; k++) {
+        fputs("<p>", f);
+        esc(f, lines[k]);
+        fputs("</p>", f);
+    }
+    fputs("</div>\n<script type=\"application/json\" class=\"verdict-json\">", f);
+    char *json = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&json, &len);
+    if (m != NULL) {
+        verdict_json(m, &v);
+        fclose(m);
+        for (size_t k = 0; json != NULL && k < len; k++) {
+            if (json[k] == '<')
+                fputs("\\u003c", f);
+            else
+                fputc(json[k], f);
+        }
+        free(json);
+    }
+    fputs("</script>\n", f);
+}
+
 static void section(FILE *f, const struct profile *p, size_t i, double tmax) {
     fprintf(f, "<section class=\"rank-row\" id=\"p%zu\"><h2>", i);
     esc(f, p->name);
@@ -534,7 +566,9 @@ static void section(FILE *f, const struct profile *p, size_t i, double tmax) {
         esc(f, p->trace_path);
         fputs("</code>", f);
     }
-    fputs("</p>\n<p class=\"verdict\">", f);
+    fputs("</p>\n", f);
+    headline(f, p);
+    fputs("<p class=\"verdict\">", f);
     char verdict[2048];
     prof_verdict(p, verdict, sizeof verdict);
     esc(f, verdict);
@@ -574,6 +608,7 @@ static const char *const STYLE =
     "h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 6px;border-top:1px solid "
     "#ddd;padding-top:14px}h3{font-size:15px;margin:14px 0 6px}"
     ".dim,.files,.small{color:#666;font-size:13px}code{font-size:12px}"
+    ".headline{font-size:17px;font-weight:600;margin:6px 0}.headline p{margin:2px 0;white-space:pre}"
     ".verdict{max-width:1100px;line-height:1.45}.tune-head{margin:6px 0 2px;font-weight:600}"
     ".tune{margin:0 0 10px;max-width:1100px}"
     ".figs{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:14px}"
