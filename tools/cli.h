@@ -15,6 +15,7 @@ int cmd_replay(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_advise(int argc, char **argv);
 
 /* "hostoff: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

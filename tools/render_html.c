@@ -516,35 +516,30 @@ static void tip(FILE *f, const char *text) {
     }
 }
 
-/* The verdict's headline, the very lines the terminal prints (verdict_lines), and the verdict as
- * JSON for scripts (the same object as hostoff report --json; '<' escaped for the script tag). */
+/* The verdict's headline, the very lines the terminal prints (verdict_lines), with the verdict as
+ * JSON in data-verdict (the same object as hostoff report --json). */
 static void headline(FILE *f, const struct profile *p) {
     struct verdict v;
     verdict_make(p, &v);
     char lines[4][512];
     size_t nl = verdict_lines(&v, lines, 4);
-    fputs("<div class=\"headline\">", f);
-    for (size_t k = 0; k < nl; k++) {
-        fputs("<p>", f);
-        esc(f, lines[k]);
-        fputs("</p>", f);
-    }
-    fputs("</div>\n<script type=\"application/json\" class=\"verdict-json\">", f);
     char *json = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&json, &len);
     if (m != NULL) {
         verdict_json(m, &v);
         fclose(m);
-        for (size_t k = 0; json != NULL && k < len; k++) {
-            if (json[k] == '<')
-                fputs("\\u003c", f);
-            else
-                fputc(json[k], f);
-        }
-        free(json);
     }
-    fputs("</script>\n", f);
+    fputs("<div class=\"headline\" data-verdict=\"", f);
+    esc(f, json != NULL ? json : "{}");
+    free(json);
+    fputs("\">", f);
+    for (size_t k = 0; k < nl; k++) {
+        fputs("<p>", f);
+        esc(f, lines[k]);
+        fputs("</p>", f);
+    }
+    fputs("</div>\n", f);
 }
 
 static void section(FILE *f, const struct profile *p, size_t i, double tmax) {
