@@ -295,8 +295,15 @@ size_t verdict_lines(const struct verdict *v, char out[][512], size_t cap) {
     }
     if (n < cap && v->has_limit) {
         prof_time(v->limit_ns, a, sizeof a);
-        snprintf(out[n++], 512, "limit       %s a step: no policy does better at this budget over this link",
-                 a);
+        if (v->limit_ns > v->step_without_ns)
+            snprintf(out[n++], 512,
+                     "limit       %s a step: no policy does better at this budget over this link",
+                     a);
+        else
+            snprintf(out[n++], 512,
+                     "limit       %s a step, the step without offload: the link could hide every "
+                     "move at this budget",
+                     a);
     }
     return n;
 }
