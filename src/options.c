@@ -162,8 +162,11 @@ static const char *env_lookup(const char *name) {
     return getenv(name);
 }
 
+extern char **environ;
+
 static void parse_once(void) {
     ho_options_parse(env_lookup, &parsed);
+    ho_options_check_names(environ);
 }
 
 const struct ho_options *ho_options(void) {

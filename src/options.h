@@ -78,5 +78,8 @@ struct ho_options {
 const struct ho_options *ho_options(void);
 /* Parses an environment lookup function's view (tests); returns the number of invalid values. */
 int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *out);
+/* Warns once for each HOSTOFF_* name in envp that no part of hostoff reads, naming the nearest
+ * valid one and its value in effect (options_names.c). Returns how many. */
+int ho_options_check_names(char *const *envp);
 
 #endif
