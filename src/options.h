@@ -72,6 +72,7 @@ struct ho_options {
     const char *trace;       /* NULL: no trace */
     const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */
     const char *oracle_plan; /* NULL: none */
+    const char *run_id;      /* NULL: none */
 };
 
 /* Parses the environment once (thread-safe) and returns the result. */

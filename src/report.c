@@ -155,6 +155,11 @@ int ho_report_write(const char *pattern, const char *mode, const struct ho_repor
             "{\n  \"hostoff_report\": 1,\n  \"mode\": \"%s\",\n  \"backend\": \"%s\",\n"
             "  \"pid\": %ld,\n  \"rank\": %ld,",
             mode, ho_engine_backend_name(), (long)getpid(), ho_rank());
+    if (ho_options()->run_id != NULL) {
+        fprintf(f, "\n  \"run_id\": \"");
+        ho_json_write_text(f, ho_options()->run_id);
+        fprintf(f, "\",");
+    }
     bool first_group = true;
     fprintf(f, "%s", "");
     write_group(f, "counts", &first_group);

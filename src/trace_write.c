@@ -90,6 +90,10 @@ static void write_header(void) {
     out_fmt(",\"mem_bytes\":%zu,\"ordinal\":%d},\"pid\":%ld,\"rank\":%ld,\"clock\":\"%s\","
             "\"ns\":\"events\"",
             mem, (int)dev, (long)getpid(), ho_rank(), clock);
+    if (ho_options()->run_id != NULL) {
+        out_fmt(",\"run_id\":");
+        out_str(ho_options()->run_id);
+    }
     /* For reports: what the engine ran under. */
     bool offload = ho_mode() == HO_MODE_OFFLOAD;
     out_fmt(",\"mode\":\"%s\"", ho_mode_name(offload ? HO_MODE_OFFLOAD : HO_MODE_TRACK));

@@ -204,13 +204,29 @@ static bool fresh(const char *path, const struct timespec *since) {
            (st.st_mtim.tv_sec == since->tv_sec && st.st_mtim.tv_nsec >= since->tv_nsec);
 }
 
-/* Files the pattern names for this run: COMMAND's own, else every match written since. */
-static size_t find_outputs(const char *pattern, long pid, const struct timespec *since, char **out,
-                           size_t cap) {
+/* Whether the file says it belongs to this run (its "run_id", HOSTOFF_RUN_ID, near the top of
+ * a report and in a trace's first line). */
+static bool of_run(const char *path, const char *run_id) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return false;
+    char head[4096];
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[got] = '\0';
+    char a[320], b[320];
+    snprintf(a, sizeof a, "\"run_id\": \"%s\"", run_id);
+    snprintf(b, sizeof b, "\"run_id\":\"%s\"", run_id);
+    return strstr(head, a) != NULL || strstr(head, b) != NULL;
+}
+
+/* Files the pattern names for this run: COMMAND's own, else every match written since, and of
+ * those only the ones of this run (an earlier run's files match the pattern too). */
+static size_t find_outputs(const char *pattern, long pid, const struct timespec *since,
+                           const char *run_id, char **out, size_t cap) {
     char path[PATH_MAX];
     expand(pattern, pid, env_rank(), false, path, sizeof path);
     size_t n = 0;
-    if (fresh(path, since)) {
+    if (fresh(path, since) && of_run(path, run_id)) {
         out[n++] = strdup(path);
         if (strstr(pattern, "%p") == NULL && strstr(pattern, "%r") == NULL) return n;
     }
@@ -220,7 +236,7 @@ static size_t find_outputs(const char *pattern, long pid, const struct timespec 
     if (strcmp(wild, path) != 0 && glob(wild, 0, NULL, &g) == 0) {
         for (size_t i = 0; i < g.gl_pathc && n < cap; i++) {
             const char *m = g.gl_pathv[i];
-            if (strstr(m, ".tmp.") != NULL || !fresh(m, since)) continue;
+            if (strstr(m, ".tmp.") != NULL || !fresh(m, since) || !of_run(m, run_id)) continue;
             bool dup = false;
             for (size_t k = 0; k < n; k++)
                 dup |= strcmp(out[k], m) == 0;
@@ -232,7 +248,8 @@ static size_t find_outputs(const char *pattern, long pid, const struct timespec 
 }
 
 static void summarise(const char *cmd, int status, const char *report_pattern,
-                      const char *trace_pattern, long pid, const struct timespec *since) {
+                      const char *trace_pattern, long pid, const struct timespec *since,
+                      const char *run_id) {
     if (status >= 128)
         cli_error("%s ended by signal %d (exit status %d)", cmd, status - 128, status);
     else
@@ -240,9 +257,10 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
     enum { MAXF = 256 };
     char *files[2 * MAXF];
     size_t nrep =
-        report_pattern[0] != '\0' ? find_outputs(report_pattern, pid, since, files, MAXF) : 0;
+        report_pattern[0] != '\0' ? find_outputs(report_pattern, pid, since, run_id, files, MAXF)
+                                   : 0;
     size_t ntr = trace_pattern != NULL && trace_pattern[0] != '\0'
-                     ? find_outputs(trace_pattern, pid, since, files + nrep, MAXF)
+                     ? find_outputs(trace_pattern, pid, since, run_id, files + nrep, MAXF)
                      : 0;
     if (nrep == 0) {
         if (report_pattern[0] == '\0')
@@ -392,6 +410,17 @@ int cmd_run(int argc, char **argv) {
         ok &= env_set(&env, "HOSTOFF_REPORT", report);
     }
     const char *trace = given[HO_OPT_TRACE] != NULL ? given[HO_OPT_TRACE] : getenv("HOSTOFF_TRACE");
+    /* This run's name, in every file its process tree writes: the summary reads only those. */
+    char run_id[128];
+    if (given[HO_OPT_RUN_ID] != NULL) {
+        snprintf(run_id, sizeof run_id, "%s", given[HO_OPT_RUN_ID]);
+    } else {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        snprintf(run_id, sizeof run_id, "%ld-%lld.%09ld", (long)getpid(), (long long)now.tv_sec,
+                 now.tv_nsec);
+        ok &= env_set(&env, "HOSTOFF_RUN_ID", run_id);
+    }
 
     /* LD_PRELOAD: the library first (behind a sanitizer runtime this build runs with), then
      * whatever was preloaded already. */
@@ -418,6 +447,6 @@ int cmd_run(int argc, char **argv) {
     fflush(NULL);
     int status = run_child(cmd, env.v);
     if (status < 0) return 1;
-    summarise(cmd[0], status, report, trace, (long)child_pid, &since);
+    summarise(cmd[0], status, report, trace, (long)child_pid, &since, run_id);
     return status;
 }

@@ -171,9 +171,13 @@ static void advice(const struct profile *p, struct verdict *v) {
             advise(v, "Nothing moved: the buffers (%s at peak) fit the budget (%s). A budget "
                       "below the peak offloads.",
                    a, b);
-        } else {
+        } else if (p->has_trace) {
             advise(v, "Nothing moved: there was no budget. Set one below the %s peak "
                       "(hostoff run --budget SIZE, HOSTOFF_BUDGET) to offload.",
+                   a);
+        } else {
+            advise(v, "Nothing moved: the buffers (%s at peak) fit the device's memory or the "
+                      "budget. A budget below the peak offloads.",
                    a);
         }
     }
