@@ -704,7 +704,23 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
         goto ready;
     }
     enum room room = make_room(d, m->span, NULL, 0, stall);
-    if (room == ROOM_NONE) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (room == ROOM_NONE) {
+        /* The application sees CUDA_ERROR_OUT_OF_MEMORY: say why, on one line (the first few
+         * times: a framework may retry). */
+        static unsigned said;
+        if (said++ < 3)
+            ho_log(HO_LOG_ERROR,
+                   m->span > d->budget
+                       ? "an allocation of %llu bytes (%.1f MiB) is larger than HOSTOFF_BUDGET "
+                         "(%llu bytes, %.1f MiB): CUDA_ERROR_OUT_OF_MEMORY; raise the budget above "
+                         "the largest allocation"
+                       : "no room for an allocation of %llu bytes (%.1f MiB) under HOSTOFF_BUDGET "
+                         "(%llu bytes, %.1f MiB): every resident buffer is in use or pinned; "
+                         "CUDA_ERROR_OUT_OF_MEMORY",
+                   (unsigned long long)m->span, (double)m->span / 1048576.0,
+                   (unsigned long long)d->budget, (double)d->budget / 1048576.0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     ho_ctx_push(d);
     if (eng.backend == HO_BACKEND_VMM) {
         rc = create_device_handle(d, m->span, &m->dev, stall);
