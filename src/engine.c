@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 struct ho_engine eng = {.lock = PTHREAD_MUTEX_INITIALIZER, .granule = 2u << 20};
@@ -49,7 +50,10 @@ bool ho_engine_active(void) {
 void ho_engine_init(const struct ho_options *o) {
     eng.backend = o->backend;
     eng.min_bytes = o->min_bytes;
-    eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
+    /* A percentage of HOSTOFF_HOST_LIMIT is of the host's physical memory. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t host_mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    eng.host_limit = ho_amount_resolve(&o->host_limit, host_mem);
     bool oracle = o->policy == HO_CHOOSE_ORACLE && ho_oracle_load(o->oracle_plan);
     if (o->policy == HO_CHOOSE_LOOKAHEAD || (o->policy == HO_CHOOSE_ORACLE && !oracle)) {
         /* The first lead: 8 launches; late restores double it per buffer role. */

@@ -119,8 +119,8 @@ static double ratio(const struct advice *a, uint64_t ns) {
 static void pick_line(FILE *f, const struct advice *a, int row, const char *within) {
     char b[32], s[32];
     if (row < 0) {
-        fprintf(f, "within %-4s no budget replayed (down to %g%% of the peak) is\n", within,
-                a->n > 0 ? a->pct[a->n - 1] : 0.0);
+        fprintf(f, "within %-4s none of the budgets replayed (%g%% down to %g%% of the peak)\n",
+                within, a->n > 0 ? a->pct[0] : 0.0, a->n > 0 ? a->pct[a->n - 1] : 0.0);
         return;
     }
     prof_bytes(a->row[row].budget, b, sizeof b);

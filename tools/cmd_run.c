@@ -16,6 +16,7 @@
 #include "verdict.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <signal.h>
@@ -127,12 +128,16 @@ static bool list_has(const char *list, const char *item) {
 /* ---------------------------------------------------------------------------- the child */
 
 static volatile sig_atomic_t child_pid;
+static bool exec_failed; /* COMMAND never started: not found, not executable */
 
 static void forward(int sig) {
     if (child_pid > 0) kill((pid_t)child_pid, sig);
 }
 
 static int run_child(char **argv, char **envp) {
+    /* A pipe closed by a successful exec: a byte on it means COMMAND never started. */
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) fds[0] = fds[1] = -1;
     pid_t pid = fork();
     if (pid < 0) {
         cli_error("run: cannot start %s: %s", argv[0], strerror(errno));
@@ -141,10 +146,23 @@ static int run_child(char **argv, char **envp) {
     if (pid == 0) {
         execvpe(argv[0], argv, envp);
         int err = errno;
+        if (fds[1] >= 0) {
+            ssize_t w = write(fds[1], "x", 1);
+            (void)w;
+        }
         fprintf(stderr, "hostoff: run: cannot run %s: %s\n", argv[0], strerror(err));
         _exit(err == ENOENT ? 127 : 126);
     }
     child_pid = pid;
+    if (fds[1] >= 0) close(fds[1]);
+    if (fds[0] >= 0) {
+        char b;
+        ssize_t r;
+        while ((r = read(fds[0], &b, 1)) < 0 && errno == EINTR) {
+        }
+        exec_failed = r == 1;
+        close(fds[0]);
+    }
     /* Like system(): an interrupt from the terminal reaches the command (same process group)
      * and hostoff stays to summarise; termination requests are passed on. */
     struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward}, old[4];
@@ -262,6 +280,7 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
     size_t ntr = trace_pattern != NULL && trace_pattern[0] != '\0'
                      ? find_outputs(trace_pattern, pid, since, run_id, files + nrep, MAXF)
                      : 0;
+    if (exec_failed) return; /* said already: "cannot run COMMAND" */
     if (nrep == 0) {
         if (report_pattern[0] == '\0')
             cli_error("no report asked for (HOSTOFF_REPORT is empty)");
@@ -373,8 +392,8 @@ int cmd_run(int argc, char **argv) {
         given[k] = v;
     }
     if (i >= argc) {
-        cli_error("run: no command given");
-        usage(stderr);
+        cli_error("run: no command given: hostoff run [options] [--] COMMAND [ARGS...] (hostoff "
+                  "run --help lists the options)");
         return 2;
     }
     char **cmd = argv + i;
