@@ -5,12 +5,14 @@
 
 #include "log.h"
 #include "lookahead.h"
+#include "oracle.h"
 #include "real.h"
 #include "trace.h"
 
 #include <string.h>
 
-struct ho_engine eng = {.lock = PTHREAD_MUTEX_INITIALIZER, .granule = 2u << 20};
+struct ho_engine eng = {
+    .lock = PTHREAD_MUTEX_INITIALIZER, .granule = 2u << 20, .policy = {&ho_policy_lru_ops, NULL}};
 
 const char *ho_engine_backend_name(void) {
     switch (eng.backend) {
@@ -27,17 +29,45 @@ bool ho_engine_active(void) {
     return eng.active;
 }
 
+/* The oracle policy, following the plan at `path` (written by `hostoff replay --policy oracle`);
+ * false, with one line saying why, when the plan cannot be had. */
+static bool oracle_policy(const char *path, struct ho_policy *p) {
+    char err[512];
+    struct ho_oracle_plan plan = {0};
+    if (path == NULL) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_POLICY=oracle needs HOSTOFF_ORACLE_PLAN (hostoff replay "
+                             "--policy oracle writes it): using lookahead");
+        return false;
+    }
+    if (ho_oracle_read(path, &plan, err, sizeof err) != 0) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_ORACLE_PLAN=%s", err);
+        return false;
+    }
+    if (!ho_policy_oracle(p, &plan)) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_ORACLE_PLAN=%s: out of memory: using lookahead", path);
+        return false;
+    }
+    return true;
+}
+
+/* The policy the options ask for: the oracle falls back to lookahead when its plan cannot be
+ * had, lookahead to lru when out of memory. */
+static struct ho_policy choose_policy(const struct ho_options *o) {
+    struct ho_policy p = {&ho_policy_lru_ops, NULL};
+    if (o->policy == HO_CHOOSE_ORACLE && oracle_policy(o->oracle_plan, &p)) return p;
+    if (o->policy == HO_CHOOSE_LOOKAHEAD || o->policy == HO_CHOOSE_ORACLE) {
+        /* The first lead: 8 launches; late restores double it per buffer role. */
+        if (!ho_policy_lookahead(&p, 8))
+            ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
+    }
+    return p;
+}
+
 void ho_engine_init(const struct ho_options *o) {
     eng.backend = o->backend;
     eng.min_bytes = o->min_bytes;
     eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
-    bool oracle = o->policy == HO_CHOOSE_ORACLE && ho_oracle_load(o->oracle_plan);
-    if (o->policy == HO_CHOOSE_LOOKAHEAD || (o->policy == HO_CHOOSE_ORACLE && !oracle)) {
-        /* The first lead: 8 launches; late restores double it per buffer role. */
-        eng.la = ho_la_create(8);
-        if (eng.la == NULL)
-            ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
-    }
+    eng.policy = choose_policy(o);
     eng.active = true;
 }
 
@@ -86,9 +116,9 @@ bool ho_engine_reclaim(size_t bytes) {
 /* A step marker from the application (hostoff.h): the next launch starts a training step. */
 __attribute__((visibility("default"))) void hostoff_mark_step(void) {
     ho_trace_step();
-    if (eng.la == NULL) return;
+    if (!eng.policy.ops->plans) return;
     pthread_mutex_lock(&eng.lock);
-    ho_la_step(eng.la);
+    eng.policy.ops->step(eng.policy.self);
     pthread_mutex_unlock(&eng.lock);
 }
 

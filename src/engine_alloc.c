@@ -61,8 +61,8 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     if (!ho_current_device(&device))
         return CUDA_ERROR_NOT_SUPPORTED; /* no context: the driver gives its own answer */
     struct ho_managed *m = calloc(1, sizeof *m);
-    if (m != NULL) m->ordinal = UINT64_MAX;
     if (m == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    m->pol.id = policy_id(m);
     m->device = device;
     m->size = bytes;
     atomic_flag_clear(&m->users_lock);
@@ -93,10 +93,9 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     b->site = m->site;
     m->record = b;
     b->engine = m;
-    if (eng.la != NULL || ho_oracle_on()) {
+    if (eng.policy.ops->plans) { /* the others hear of no allocation: no lock taken for them */
         pthread_mutex_lock(&eng.lock);
-        if (eng.la != NULL) ho_la_alloc(eng.la, policy_id(m), m->span, m->site);
-        if (ho_oracle_on()) ho_oracle_alloc(m);
+        eng.policy.ops->alloc(eng.policy.self, &m->pol, m->span, m->site);
         pthread_mutex_unlock(&eng.lock);
     }
     ho_count(&ho_stats.counts_allocs, 1);
@@ -117,8 +116,7 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     m->record = NULL;
     ho_want_drop(dev_of(m), m);
     ho_defer_drop(dev_of(m), m);
-    if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
-    if (ho_oracle_on()) ho_oracle_forget(m);
+    eng.policy.ops->free(eng.policy.self, &m->pol);
     ho_clock_forget(m);
     if (async) ho_users_add(m, stream, per_thread, ho_use_seq_next());
     if (async && implicit_per_thread(stream, per_thread)) {

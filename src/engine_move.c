@@ -4,7 +4,6 @@
 #include "engine_internal.h"
 
 #include "log.h"
-#include "lookahead.h"
 #include "real.h"
 #include "stats.h"
 #include "trace.h"
@@ -124,13 +123,13 @@ static void complete_evict(struct ho_transition *tr) {
 static void complete_restore(struct ho_transition *tr) {
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
-    if (tr->timed[0] != NULL && tr->timed[1] != NULL && eng.la != NULL) {
+    if (tr->timed[0] != NULL && tr->timed[1] != NULL) {
         /* The fastest restore is the link's own rate: slower ones shared it with evictions. */
         uint64_t ns = ho_timing_read(d, tr->timed[0], tr->timed[1]);
         double rate = ns > 0 ? (double)m->span / (double)ns : 0;
         if (rate > eng.link_bytes_per_ns) {
             eng.link_bytes_per_ns = rate;
-            ho_la_set_link(eng.la, rate * 1e9);
+            eng.policy.ops->set_link(eng.policy.self, rate * 1e9);
         }
     }
     ho_timing_drop(d, tr->timed[0]);
@@ -315,7 +314,7 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
     atomic_store(&m->state, HO_RESTORING);
     ho_issue_wait();
     ho_barrier(m, HO_Q_RESTORE);
-    bool time_it = eng.la != NULL &&
+    bool time_it = eng.policy.ops->timed &&
                    (eng.restores_timed < HO_LINK_FIRST || eng.restores_timed % HO_LINK_SAMPLE == 0);
     eng.restores_timed++;
     if (time_it) tr->timed[0] = ho_timing_event(d, d->stream[HO_Q_RESTORE], false);

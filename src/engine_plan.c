@@ -4,7 +4,6 @@
  * policy what to move (ARCHITECTURE.md, "Planned moves"). Everything here runs under eng.lock. */
 #include "real.h"
 #include "engine_internal.h"
-#include "lookahead.h"
 #include "policy.h"
 #include "engine.h"
 #include "stats.h"
@@ -15,12 +14,11 @@
 /* Whether a policy predicts next uses now (lookahead once it trusts its step; the oracle always),
  * and its prediction for m: launches until m's next use. */
 bool ho_predicting(void) {
-    return ho_oracle_on() || (eng.la != NULL && ho_la_predicts(eng.la));
+    return eng.policy.ops->predicts(eng.policy.self);
 }
 
 uint64_t ho_predicted_next_use(const struct ho_managed *m) {
-    if (ho_oracle_on()) return ho_oracle_next(m);
-    return eng.la != NULL ? ho_la_next_use(eng.la, policy_id(m)) : HO_NEXT_USE_UNKNOWN;
+    return eng.policy.ops->next_use(eng.policy.self, &m->pol);
 }
 
 void ho_clock_put(struct ho_dev *d, struct ho_clock *c) {
@@ -231,15 +229,12 @@ void ho_clock_forget(struct ho_managed *m) {
             i++;
 }
 
-#define PLAN_ACTIONS 256 /* moves one launch may start; the rest fall to the reactive path */
-
-/* After a launch: tell the policy (lookahead, or the oracle's plan), then start the moves it asks
- * for. Proactive moves only happen under a budget (without one nothing needs the room), never
- * during capture, and a prefetch only takes room that is free now: it must not make the
- * application wait. */
+/* After a launch: tell the policy, then start the moves it asks for. Proactive moves only happen
+ * under a budget (without one nothing needs the room), never during capture, and a prefetch only
+ * takes room that is free now: it must not make the application wait. */
 void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
-    struct ho_managed *evict[PLAN_ACTIONS], *restore[PLAN_ACTIONS];
-    size_t nevict = 0, nrestore = 0;
+    const struct ho_policy *p = &eng.policy;
+    struct ho_policy_actions a;
     uint64_t ids[HO_TOUCH_MAX];
     /* What identifies a point in the step: the function, and the sizes of the buffers it gets
      * (a generic kernel launched throughout a step is told apart by its operands). */
@@ -249,38 +244,27 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
     }
     pthread_mutex_lock(&eng.lock);
-    if (eng.la != NULL) {
+    if (!eng.policy_budget_given) {
         /* The plan is for one device's budget: the first one the policy sees a launch on. */
-        static bool budget_given;
-        if (!budget_given) {
-            ho_la_set_budget(eng.la, dev_of(t->m[0])->budget);
-            budget_given = true;
-        }
-        struct ho_la_actions a;
-        ho_la_launch(eng.la, sig, ids, (size_t)t->n, &a);
-        for (size_t i = 0; i < a.nevict; i++)
-            evict[nevict++] = (struct ho_managed *)(uintptr_t)a.evict[i];
-        for (size_t i = 0; i < a.nrestore; i++)
-            restore[nrestore++] = (struct ho_managed *)(uintptr_t)a.restore[i];
-        if (t->timing_before != NULL)
-            ho_timing_add(dev_of(t->m[0]), t->timing_before, ho_la_launches(eng.la) - 1, s,
-                          per_thread);
-        atomic_store_explicit(&eng.timing, ho_la_wants_timing(eng.la), memory_order_relaxed);
-    } else {
-        ho_oracle_launch(evict, &nevict, restore, &nrestore, PLAN_ACTIONS);
+        p->ops->set_budget(p->self, dev_of(t->m[0])->budget);
+        eng.policy_budget_given = true;
     }
+    uint64_t launch = p->ops->launch(p->self, sig, ids, (size_t)t->n, &a);
+    if (t->timing_before != NULL)
+        ho_timing_add(dev_of(t->m[0]), t->timing_before, launch, s, per_thread);
+    atomic_store_explicit(&eng.timing, p->ops->wants_timing(p->self), memory_order_relaxed);
     clock_launch(t, s, per_thread);
     if (atomic_load(&eng.capturing) == 0) {
-        for (size_t i = 0; i < nevict; i++) {
-            struct ho_managed *m = evict[i];
+        for (size_t i = 0; i < a.nevict; i++) {
+            struct ho_managed *m = policy_buffer(a.evict[i]);
             if (dev_of(m)->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
                 atomic_load(&m->state) != HO_RESIDENT)
                 continue;
             if (!defer_add(dev_of(m), m, s, per_thread)) ho_start_evict(m);
         }
         keep_headroom(dev_of(t->m[0]));
-        for (size_t i = 0; i < nrestore; i++) {
-            struct ho_managed *m = restore[i];
+        for (size_t i = 0; i < a.nrestore; i++) {
+            struct ho_managed *m = policy_buffer(a.restore[i]);
             struct ho_dev *d = dev_of(m);
             if (d->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
                 atomic_load(&m->state) != HO_HOST)

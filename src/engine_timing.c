@@ -2,7 +2,6 @@
  * back at progress points and given to the policy by launch index. */
 #include "engine_internal.h"
 #include "real.h"
-#include "lookahead.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +50,7 @@ void ho_timing_poll(void) {
         if (rc == CUDA_ERROR_NOT_READY) break;
         if (rc == CUDA_SUCCESS) {
             uint64_t ns = ho_timing_read(d, tl->before, tl->after);
-            ho_la_duration(eng.la, tl->launch, ns);
+            eng.policy.ops->duration(eng.policy.self, tl->launch, ns);
         }
         ho_timing_drop(d, tl->before);
         ho_timing_drop(d, tl->after);

@@ -4,7 +4,6 @@
  * ho_engine_finish). The protocol that keeps remaps safe is described in engine.h. */
 #include "engine_internal.h"
 
-#include "lookahead.h"
 #include "real.h"
 
 #include <sched.h>
@@ -215,10 +214,9 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
     bool capturing = atomic_load(&eng.capturing) > 0;
     /* A launch found it still on its way back, or queued for a prefetch that had no room yet:
      * the plan brought it too late. (One the plan never asked for is not late: it is unplanned.) */
-    if (restore && eng.la != NULL &&
-        (atomic_load(&m->state) == HO_RESTORING ||
-         (m->wanted && atomic_load(&m->state) == HO_HOST)))
-        ho_la_late(eng.la, policy_id(m));
+    if (restore && (atomic_load(&m->state) == HO_RESTORING ||
+                    (m->wanted && atomic_load(&m->state) == HO_HOST)))
+        eng.policy.ops->late(eng.policy.self, &m->pol);
     ho_want_drop(dev_of(m), m);
     switch (atomic_load(&m->state)) {
     case HO_EVICTING:
@@ -305,8 +303,7 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     if (t->slot != NULL) issue_end(t->slot);
     if (t->locked) pthread_mutex_unlock(&eng.lock);
     /* The policies plan for a budget: without one nothing moves ahead of need. */
-    if ((eng.la != NULL || ho_oracle_on()) && issued && t->func != 0 &&
-        dev_of(t->m[0])->budget != UINT64_MAX) {
+    if (eng.policy.ops->plans && issued && t->func != 0 && dev_of(t->m[0])->budget != UINT64_MAX) {
         ho_plan_after_launch(t, s, per_thread);
     } else if (t->timing_before != NULL) {
         ho_timing_drop(dev_of(t->m[0]), t->timing_before); /* not a launch, or not issued */
