@@ -46,6 +46,7 @@ static bool choose_host_location(CUdevice dev, CUmemLocation *loc) {
 }
 
 bool ho_dev_setup(int device) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
     if (d->ready) return true;
     if (d->failed) return false;
@@ -131,6 +132,7 @@ CUresult ho_event_record(CUevent e, CUstream s, bool per_thread) {
 }
 
 CUdeviceptr ho_va_get(uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     for (struct va_range **pp = &eng.va_pool; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->span == span) {
             struct va_range *r = *pp;
@@ -146,6 +148,7 @@ CUdeviceptr ho_va_get(uint64_t span) {
 }
 
 void ho_va_put(CUdeviceptr va, uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     struct va_range *r = malloc(sizeof *r);
     if (r == NULL) {
         ho_real.cuMemAddressFree(va, span);
@@ -171,6 +174,7 @@ bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllo
 }
 
 void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped) {
+    HO_ASSERT_HELD(&eng.lock);
     if (mapped) ho_real.cuMemUnmap(va, span);
     if (va != 0) ho_va_put(va, span);
     if (h != 0) ho_real.cuMemRelease(h);
@@ -183,6 +187,7 @@ static bool pool_has_room(uint64_t span) {
 }
 
 struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     for (struct ho_host_slot **pp = &eng.host_pool; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->span == span) {
             struct ho_host_slot *s = *pp;
@@ -213,6 +218,7 @@ struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
 }
 
 void ho_host_slot_put(struct ho_host_slot *s) {
+    HO_ASSERT_HELD(&eng.lock);
     eng.host_used -= s->span;
     if (pool_has_room(s->span)) {
         s->next = eng.host_pool;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 struct ho_engine eng = {
-    .lock = PTHREAD_MUTEX_INITIALIZER, .granule = 2u << 20, .policy = {&ho_policy_lru_ops, NULL}};
+    .lock = HO_MUTEX_INITIALIZER, .granule = 2u << 20, .policy = {&ho_policy_lru_ops, NULL}};
 
 const char *ho_engine_backend_name(void) {
     switch (eng.backend) {
@@ -87,7 +87,7 @@ void ho_engine_capture(int delta) {
 void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
     int device;
     if (!eng.active || free_bytes == NULL || total == NULL || !ho_current_device(&device)) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
     ho_dev_setup(device); /* the budget applies before the first managed allocation too */
     if (d->ready && d->budget != UINT64_MAX) {
@@ -99,16 +99,16 @@ void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
         uint64_t room = d->budget > held ? d->budget - held : 0;
         if (*free_bytes > room) *free_bytes = room;
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 bool ho_engine_reclaim(size_t bytes) {
     int device;
     if (!eng.active || atomic_load(&eng.capturing) > 0 || !ho_current_device(&device)) return false;
     uint64_t stall = 0;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     bool freed = eng.dev[device].ready && ho_reclaim_device(&eng.dev[device], bytes, &stall);
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
     ho_count_stall(stall);
     return freed;
 }
@@ -117,14 +117,14 @@ bool ho_engine_reclaim(size_t bytes) {
 __attribute__((visibility("default"))) void hostoff_mark_step(void) {
     ho_trace_step();
     if (!eng.policy.ops->plans) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     eng.policy.ops->step(eng.policy.self);
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_stream_destroyed(CUstream s) {
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     if (eng.npend > 0 && eng.pend_stream == s) ho_clock_flush(); /* while s still exists */
     for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
         if (!ho_users_drop_stream(m, s)) continue;
@@ -135,7 +135,7 @@ void ho_engine_stream_destroyed(CUstream s) {
         if (!ho_users_add_event(m, e, s, false)) ho_real.cuStreamSynchronize(s);
         ho_ctx_pop();
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_pin(uint64_t addr) {
@@ -144,14 +144,14 @@ void ho_engine_pin(uint64_t addr) {
     struct ho_managed *m = b != NULL ? b->engine : NULL;
     ho_registry_read_end();
     if (m == NULL) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     m->pinned = true;
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_fork_child(void) {
     /* The parent's device state is unusable in the child: forget it, move nothing. */
-    pthread_mutex_init(&eng.lock, NULL);
+    ho_mutex_reinit(&eng.lock);
     memset(eng.dev, 0, sizeof eng.dev);
     eng.all = NULL;
     eng.host_pool = NULL;

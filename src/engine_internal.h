@@ -1,13 +1,32 @@
 /* The engine's own state, shared by its files: engine.c (state, the public calls that are not
  * uses, allocations or moves), engine_clock.c, engine_uses.c (issuing and use lists),
  * engine_move.c (moves and progress), engine_room.c (budget, victims), engine_alloc.c,
- * engine_plan.c / engine_oracle.c / engine_timing.c (the policies' side) and arena.c (address
- * ranges, physical handles, events, per-device setup). Everything here is guarded by
- * eng.lock except the fields marked atomic, which the launch fast path reads and writes. */
+ * engine_plan.c / engine_timing.c (the policy's side) and arena.c (address ranges, physical
+ * handles, events, per-device setup). Everything here is guarded by eng.lock except the fields
+ * marked atomic, which the launch fast path reads and writes.
+ *
+ * Locks, in the order they are taken: a thread holding one takes only locks further down.
+ *
+ *   lock                        guards                               notes
+ *   graphs_lock (track.c)       graph executables' buffer lists      reads the registry under it
+ *   registry rwlock             address -> buffer records            launches take eng.lock under
+ *                                                                    its read side: alloc and free
+ *                                                                    write it outside eng.lock
+ *   eng.lock (struct ho_mutex)  this header's state, the policy      slow paths only, never the
+ *                                                                    launch fast path
+ *   m->users_lock (spin)        one buffer's stream and event lists  a few loads and stores
+ *   events_lock (arena.c)       the event pools                      a pop or a push
+ *   the trace lock (trace.c)    the trace buffer                     takes nothing of the engine's
+ *
+ * Not a lock, but ordered like one: a thread holding eng.lock waits (ho_issue_wait) for threads
+ * inside the issuing section, so a thread inside it never takes eng.lock (engine_uses.c leaves
+ * the section first). Functions that need eng.lock say so and check it in checked builds:
+ * HO_ASSERT_HELD(&eng.lock) (mutex.h). */
 #ifndef HOSTOFF_ENGINE_INTERNAL_H
 #define HOSTOFF_ENGINE_INTERNAL_H
 
 #include "engine.h"
+#include "mutex.h"
 #include "options.h"
 #include "policy.h"
 
@@ -140,7 +159,7 @@ struct ho_dev {
 };
 
 struct ho_engine {
-    pthread_mutex_t lock;
+    struct ho_mutex lock;
     bool active;
     enum ho_backend backend;
     uint64_t min_bytes, host_limit;

@@ -14,14 +14,17 @@
 /* Whether a policy predicts next uses now (lookahead once it trusts its step; the oracle always),
  * and its prediction for m: launches until m's next use. */
 bool ho_predicting(void) {
+    HO_ASSERT_HELD(&eng.lock);
     return eng.policy.ops->predicts(eng.policy.self);
 }
 
 uint64_t ho_predicted_next_use(const struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     return eng.policy.ops->next_use(eng.policy.self, &m->pol);
 }
 
 void ho_clock_put(struct ho_dev *d, struct ho_clock *c) {
+    HO_ASSERT_HELD(&eng.lock);
     if (c == NULL || --c->refs > 0) return;
     ho_event_put(d, c->e);
     free(c);
@@ -29,6 +32,7 @@ void ho_clock_put(struct ho_dev *d, struct ho_clock *c) {
 
 /* Names m's latest use (seq, on stream s) by clock c. eng.lock held. */
 static void clock_set(struct ho_managed *m, struct ho_clock *c, uint64_t seq, CUstream s) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     if (m->clock != c) { /* a buffer used twice since the last clock is named once */
         ho_clock_put(d, m->clock);
@@ -42,6 +46,7 @@ static void clock_set(struct ho_managed *m, struct ho_clock *c, uint64_t seq, CU
 /* Planned evictions wait on their device's list until the launch they follow has run
  * (engine_internal.h). eng.lock held for all three. */
 void ho_defer_drop(struct ho_dev *d, struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     if (!m->deferred) return;
     for (size_t i = 0; i < d->ndefer; i++) {
         if (d->defer[i].m != m) continue;
@@ -56,6 +61,7 @@ void ho_defer_drop(struct ho_dev *d, struct ho_managed *m) {
 
 /* False when it could not be listed: the caller evicts at once instead. */
 static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool per_thread) {
+    HO_ASSERT_HELD(&eng.lock);
     if (m->deferred) return true;
     if (d->ndefer == d->capdefer) {
         size_t cap = d->capdefer ? d->capdefer * 2 : 64;
@@ -93,6 +99,7 @@ static uint64_t background_cap(const struct ho_dev *d) {
 
 /* Starts the planned evictions whose launch has run, oldest first, while the link has room. */
 void ho_defer_poll(struct ho_dev *d) {
+    HO_ASSERT_HELD(&eng.lock);
     while (d->ndefer > 0 && d->evicting < background_cap(d)) {
         ho_ctx_push(d);
         CUresult rc = ho_real.cuEventQuery(d->defer[0].after);
@@ -111,6 +118,7 @@ void ho_defer_poll(struct ho_dev *d) {
 /* Prefetches the plan asked for but that had no room yet: they start, oldest first, as evictions
  * complete, so a prefetch never makes the application wait for room. eng.lock held. */
 void ho_want_drop(struct ho_dev *d, struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     if (!m->wanted) return;
     for (size_t i = 0; i < d->nwant; i++) {
         if (d->want[i] != m) continue;
@@ -122,6 +130,7 @@ void ho_want_drop(struct ho_dev *d, struct ho_managed *m) {
 }
 
 static void want_add(struct ho_dev *d, struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     if (m->wanted) return;
     if (d->nwant == d->capwant) {
         size_t cap = d->capwant ? d->capwant * 2 : 64;
@@ -135,6 +144,7 @@ static void want_add(struct ho_dev *d, struct ho_managed *m) {
 }
 
 void ho_want_start(struct ho_dev *d) {
+    HO_ASSERT_HELD(&eng.lock);
     while (d->nwant > 0) {
         struct ho_managed *m = d->want[0];
         if (atomic_load(&m->state) == HO_HOST && m->tr == NULL) {
@@ -165,6 +175,7 @@ void ho_want_start(struct ho_dev *d) {
  * the host keeps running ahead of the device. eng.lock held. */
 #define HEADROOM_SHARE 16 /* 1/16 of the budget */
 static void keep_headroom(struct ho_dev *d) {
+    HO_ASSERT_HELD(&eng.lock);
     if (d->budget == UINT64_MAX || !ho_predicting()) return;
     uint64_t headroom = d->budget / HEADROOM_SHARE;
     ho_defer_poll(d);
@@ -184,6 +195,7 @@ static void keep_headroom(struct ho_dev *d) {
          tools/bench_policy.py): past 4 the policy loses; below it, launches pay */
 
 void ho_clock_flush(void) {
+    HO_ASSERT_HELD(&eng.lock);
     if (eng.npend == 0) return;
     struct ho_dev *d = eng.pend_dev;
     struct ho_clock *c = malloc(sizeof *c);
@@ -207,6 +219,7 @@ void ho_clock_flush(void) {
 }
 
 static void clock_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d0 = dev_of(t->m[0]);
     if (d0->budget == UINT64_MAX || implicit_per_thread(s, per_thread)) return;
     CUstream cs = s != NULL ? s : CU_STREAM_LEGACY;
@@ -222,6 +235,7 @@ static void clock_launch(const struct ho_engine_touch *t, CUstream s, bool per_t
 
 /* A freed buffer leaves the pending uses. eng.lock held. */
 void ho_clock_forget(struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     for (int i = 0; i < eng.npend;)
         if (eng.pend[i].m == m)
             eng.pend[i] = eng.pend[--eng.npend];
@@ -243,7 +257,7 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         ids[i] = policy_id(t->m[i]);
         sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
     }
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     if (!eng.policy_budget_given) {
         /* The plan is for one device's budget: the first one the policy sees a launch on. */
         p->ops->set_budget(p->self, dev_of(t->m[0])->budget);
@@ -273,5 +287,5 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
             ho_want_start(d);
         }
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }

@@ -40,6 +40,7 @@ uint64_t ho_timing_read(struct ho_dev *d, CUevent a, CUevent b) {
 
 /* Reads the durations of timed launches that have run, oldest first. eng.lock held. */
 void ho_timing_poll(void) {
+    HO_ASSERT_HELD(&eng.lock);
     size_t done = 0;
     while (done < eng.ntimed) {
         struct ho_timed_launch *tl = &eng.timed[done];
@@ -64,6 +65,7 @@ void ho_timing_poll(void) {
 
 /* A timed launch was issued as the policy's launch `launch`. eng.lock held. */
 void ho_timing_add(struct ho_dev *d, CUevent before, uint64_t launch, CUstream s, bool per_thread) {
+    HO_ASSERT_HELD(&eng.lock);
     CUevent after = NULL;
     if (eng.ntimed < TIMED_MAX && eng.ntimed == eng.captimed) {
         size_t cap = eng.captimed ? eng.captimed * 2 : 1024;
