@@ -300,6 +300,12 @@ class Recorder(TorchDispatchMode):
         outs = [t for t in _tensors(out, []) if _is_meta(t)]
         if not meta_in and not outs:
             return out  # host-only work (CPU tensors, scalars)
+        if not is_view and outs and meta_in and not any(
+                a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments):
+            # An operation that writes nothing and returns only storages it was given is a view
+            # whatever its schema says (aten::_unsafe_view has no alias annotation).
+            given = {_storage(t)._cdata for t in meta_in}
+            is_view = all(_storage(t)._cdata in given for t in outs)
         if is_view or name in NO_KERNEL:
             self.t += self.host_other_ns
             for t in meta_in:

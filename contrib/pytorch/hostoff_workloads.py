@@ -35,9 +35,9 @@ WORKLOADS = {
                   "8192, vocab 128256, activation checkpointing per layer; 1 x 32768 tokens",
                   lambda: hm.Llama(16, 2048, 16, 8, 8192, 128256, ckpt=True),
                   ("tokens", 1, 32768, 128256), "eager"),
-    "moe-4k": ("Mixtral-class MoE: 12 layers, d 2048, 16 heads / 8 kv, 8 SwiGLU experts of 5632, "
+    "moe-4k": ("Mixtral-class MoE: 10 layers, d 2048, 16 heads / 8 kv, 8 SwiGLU experts of 5632, "
                "top 2, vocab 32000; 4 x 4096 tokens",
-               lambda: hm.Llama(12, 2048, 16, 8, 5632, 32000, experts=8, topk=2),
+               lambda: hm.Llama(10, 2048, 16, 8, 5632, 32000, experts=8, topk=2),
                ("tokens", 4, 4096, 32000), "foreach"),
     "resnet50": ("ResNet-50: bottlenecks (3, 4, 6, 3), BatchNorm; 512 images of 224 x 224",
                  lambda: hm.ResNet(), ("images", 512, 224, 1000), "eager"),
