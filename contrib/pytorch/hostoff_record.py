@@ -183,7 +183,6 @@ class Recorder(TorchDispatchMode):
         self.next_sid = 0
         self.t = 0
         self.steps = []  # index into events where each step begins
-        self.sizes = {}  # sid -> bytes
         self.op_counts = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -247,7 +246,6 @@ class Recorder(TorchDispatchMode):
             rec = _Live(self.next_sid, nbytes, StorageWeakRef(s))
             self.next_sid += 1
             self.live[key] = rec
-            self.sizes[rec.sid] = nbytes
             self.events.append(("alloc", rec.sid, nbytes, site, self.t))
         return rec.sid
 
@@ -437,8 +435,9 @@ class Recorder(TorchDispatchMode):
 
     # --- output --------------------------------------------------------------------------------
 
-    def summary(self, view="tensor", device_mem=hostoff_views.H200_MEM_BYTES):
-        return hostoff_views.summarise(self, view, device_mem)
+    def summary(self, view="tensor"):
+        """Peak bytes and per-step figures of one view (hostoff_views.summarise)."""
+        return hostoff_views.summarise(self, view)
 
     def write(self, path, view="tensor", meta=None, device_name="NVIDIA H200",
               device_mem=hostoff_views.H200_MEM_BYTES):

@@ -170,14 +170,13 @@ def _lines(rec, view):
             yield mark, {"e": "sync", "t": ev[1], "s": 0}
 
 
-def summarise(rec, view, device_mem=H200_MEM_BYTES):
+def summarise(rec, view):
     """The figures of one view: peak bytes live, and per step launches, allocations, buffers used
     (distinct ids in launches and copies), their size range, device time of the kernels."""
     live, peak = {}, 0
     live_bytes = 0
     steps = []
     cur = None
-    sizes = {}
     for mark, ev in _lines(rec, view):
         if mark or cur is None:
             cur = {"launches": 0, "allocs": 0, "used": set(), "device_ns": 0}
@@ -187,7 +186,6 @@ def summarise(rec, view, device_mem=H200_MEM_BYTES):
         e = ev["e"]
         if e == "alloc":
             live[ev["id"]] = ev["bytes"]
-            sizes[(ev["id"], len(steps))] = ev["bytes"]
             live_bytes += ev["bytes"]
             peak = max(peak, live_bytes)
             cur["allocs"] += 1
@@ -223,20 +221,22 @@ def write_trace(rec, path, view, device_name, device_mem, header_extra):
             step_lines.append(len(body) + 2)  # line 1 is the header
         if ev is not None:
             body.append(json.dumps(ev, separators=(",", ":")))
-    summary = summarise(rec, view, device_mem)
+    summary = summarise(rec, view)
     extra = dict(header_extra)
     extra["recorder"] = dict(extra.get("recorder", {}))
     extra["recorder"].update({"peak_bytes": summary["peak_bytes"], "steps": summary["steps"],
                               "step_lines": step_lines, "per_step": summary["per_step"]})
     header = {"hostoff_trace": 1, "device": {"name": device_name, "mem_bytes": device_mem},
               **extra}
-    opener = open
+    data = json.dumps(header, separators=(",", ":")) + "\n" + "\n".join(body) + "\n"
     if str(path).endswith(".gz"):
         import gzip
 
-        def opener(p, mode, encoding):  # noqa: E306  (a fixed mtime: the same bytes every run)
-            return gzip.GzipFile(p, mode.replace("t", "") + "b", mtime=0)
-    with opener(path, "wt", encoding="utf-8") as f:
-        data = json.dumps(header, separators=(",", ":")) + "\n" + "\n".join(body) + "\n"
-        f.write(data.encode("utf-8") if str(path).endswith(".gz") else data)
+        # no name and a fixed time in the gzip header: the same bytes on every run
+        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
+                                                    mtime=0) as f:
+            f.write(data.encode("utf-8"))
+    else:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(data)
     return header
