@@ -21,6 +21,8 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # nothing written into the source tree
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # nor by the recorder's processes
 ROOT = os.environ.get("RC_SOURCE_ROOT",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CONTRIB = os.path.join(ROOT, "contrib", "pytorch")
