@@ -27,7 +27,6 @@ docs/recorder.md says what is modelled and what is not. Needs torch (1.13 or lat
 format is docs/trace-format.md (schema version 1).
 """
 
-import json
 import math
 import os
 import sys
