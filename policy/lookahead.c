@@ -462,7 +462,7 @@ void ho_la_step(struct ho_lookahead *la) {
 }
 
 void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
-                  struct ho_la_actions *out) {
+                  struct ho_policy_actions *out) {
     out->nevict = out->nrestore = 0;
     if (!la->marker_mode) detect(la, func);
     uint64_t i = la->launches++;
@@ -555,7 +555,7 @@ uint64_t ho_la_next_use(const struct ho_lookahead *la, uint64_t id) {
     uint64_t key, at;
     if (!ho_la_predicts(la) || !u64map_get(&la->key_of, id, &key) ||
         !u64map_get(&la->pat.first, key, &at))
-        return HO_LA_NEVER - 1; /* unknown: nothing says it will be needed */
+        return HO_NEXT_USE_UNKNOWN; /* nothing says it will be needed */
     const struct pattern *p = &la->pat;
     uint32_t cur = (uint32_t)la->pos;
     for (size_t i = at; i < p->n && p->uses[i].key == key; i++)
@@ -563,7 +563,7 @@ uint64_t ho_la_next_use(const struct ho_lookahead *la, uint64_t id) {
     /* No use left in this step: one that lives across steps comes back at its first use in the
      * next; one made within the step is dead (it will be freed). */
     if ((key & ROLE_BIT) == 0) return p->uses[at].pos + la->period - cur;
-    return HO_LA_NEVER;
+    return HO_NEXT_USE_NEVER;
 }
 
 uint64_t ho_la_period(const struct ho_lookahead *la) {

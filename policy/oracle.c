@@ -128,7 +128,7 @@ done:
 }
 
 uint64_t ho_oracle_next_use(const struct ho_oracle_plan *p, uint64_t b, uint64_t launch) {
-    if (b >= p->nbuf) return UINT64_MAX;
+    if (b >= p->nbuf) return HO_NEXT_USE_NEVER;
     size_t lo = p->use_start[b], hi = p->use_start[b + 1];
     while (lo < hi) { /* the first use after `launch` */
         size_t mid = lo + (hi - lo) / 2;
@@ -137,7 +137,7 @@ uint64_t ho_oracle_next_use(const struct ho_oracle_plan *p, uint64_t b, uint64_t
         else
             hi = mid;
     }
-    return lo < p->use_start[b + 1] ? p->uses[lo] - launch : UINT64_MAX;
+    return lo < p->use_start[b + 1] ? p->uses[lo] - launch : HO_NEXT_USE_NEVER;
 }
 
 int ho_oracle_write(const struct ho_oracle_plan *p, FILE *f) {

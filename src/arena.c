@@ -46,6 +46,7 @@ static bool choose_host_location(CUdevice dev, CUmemLocation *loc) {
 }
 
 bool ho_dev_setup(int device) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
     if (d->ready) return true;
     if (d->failed) return false;
@@ -124,7 +125,13 @@ void ho_event_put(struct ho_dev *d, CUevent e) {
     pthread_mutex_unlock(&events_lock);
 }
 
+CUresult ho_event_record(CUevent e, CUstream s, bool per_thread) {
+    return implicit_per_thread(s, per_thread) ? ho_real.cuEventRecord_ptsz(e, NULL)
+                                              : ho_real.cuEventRecord(e, s);
+}
+
 CUdeviceptr ho_va_get(uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     for (struct va_range **pp = &eng.va_pool; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->span == span) {
             struct va_range *r = *pp;
@@ -140,6 +147,7 @@ CUdeviceptr ho_va_get(uint64_t span) {
 }
 
 void ho_va_put(CUdeviceptr va, uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     struct va_range *r = malloc(sizeof *r);
     if (r == NULL) {
         ho_real.cuMemAddressFree(va, span);
@@ -164,6 +172,13 @@ bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllo
     return true;
 }
 
+void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped) {
+    HO_ASSERT_HELD(&eng.lock);
+    if (mapped) ho_real.cuMemUnmap(va, span);
+    if (va != 0) ho_va_put(va, span);
+    if (h != 0) ho_real.cuMemRelease(h);
+}
+
 /* Host memory held stays within 1.05x of what buffers use: past that, returned slots are
  * released instead of pooled. */
 static bool pool_has_room(uint64_t span) {
@@ -171,6 +186,7 @@ static bool pool_has_room(uint64_t span) {
 }
 
 struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     for (struct ho_host_slot **pp = &eng.host_pool; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->span == span) {
             struct ho_host_slot *s = *pp;
@@ -201,6 +217,7 @@ struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
 }
 
 void ho_host_slot_put(struct ho_host_slot *s) {
+    HO_ASSERT_HELD(&eng.lock);
     eng.host_used -= s->span;
     if (pool_has_room(s->span)) {
         s->next = eng.host_pool;

@@ -93,8 +93,8 @@ static void next_uses_come_from_the_trace(void **state) {
     assert_int_equal(ho_oracle_plan(&f.in, &p), 0);
     assert_int_equal(ho_oracle_next_use(&p, 1, 0), 7); /* A[0] after launch 0: at 7 */
     assert_int_equal(ho_oracle_next_use(&p, W, 0), 1);
-    assert_int_equal(ho_oracle_next_use(&p, 1, 7), UINT64_MAX);  /* none left */
-    assert_int_equal(ho_oracle_next_use(&p, 99, 0), UINT64_MAX); /* no such buffer */
+    assert_int_equal(ho_oracle_next_use(&p, 1, 7), HO_NEXT_USE_NEVER);  /* none left */
+    assert_int_equal(ho_oracle_next_use(&p, 99, 0), HO_NEXT_USE_NEVER); /* no such buffer */
     ho_oracle_free(&p);
 }
 
