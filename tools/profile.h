@@ -125,6 +125,9 @@ void prof_free(struct profile *p, size_t n);
  * it once the profile is named). The link's figures: `link` when given, else the trace's, else
  * PCIe Gen5's. False when out of memory. */
 bool prof_derive(struct profile *p, const struct prof_link *link);
+/* Names the report's sites' frames by function and file:line where their modules have debug
+ * information (profile_sites.c: binutils' addr2line, when installed). `sites`: the report's. */
+void prof_resolve_sites(struct profile *p, const struct json *sites);
 /* The site's frames from the report (p->sites), or NULL. */
 const struct prof_site *prof_site_of(const struct profile *p, const char *key);
 

@@ -127,6 +127,7 @@ static int load_report(const char *path, const char *text, size_t len, struct pr
             }
             p->nsites++;
         }
+        prof_resolve_sites(p, sites);
     }
     const struct json *bufs = json_get(o, "buffers");
     if (bufs != NULL && bufs->type == JSON_ARRAY && bufs->n > 0) {

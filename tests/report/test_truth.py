@@ -14,12 +14,15 @@ buffers of MIB MiB, a kernel over each forwards and backwards per step) or a gen
   Mistakes  (2) a misspelt variable, (4) a loop over budgets, (5) a budget below one allocation,
             (9) the smaller things
   Readme    (6) the README's replay example prints what it says
+  Figures   (8) the Perfetto trace's kernel slices, copies and steps; the page's step marks and
+            hover details; allocation sites by function and file:line
 Paths come from the environment tests/report/meson.build sets (RP_*, RP_TRUTH_PROG).
 """
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -372,6 +375,60 @@ class Readme(unittest.TestCase):
         m = re.search(r"hostoff replay gpt.jsonl --budget 70%[^\n]*# ([\d.]+)x", readme)
         self.assertIsNotNone(m, "the README's replay example quotes its ratio")
         self.assertIn("hostoff advise gpt.jsonl", readme)
+
+
+# ------------------------------------------------------------------------------- (8)
+
+class Figures(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        r = run(cls.dir, *prog(4, 256, 3),
+                opts=("--budget", "600M", "--report", "f.json", "--trace", "f.jsonl"))
+        assert r.returncode == 0, r.stderr
+        hostoff("report", os.path.join(cls.dir, "f.json"), os.path.join(cls.dir, "f.jsonl"),
+                "-o", cls.dir, "--no-baseline")
+        cls.page = open(os.path.join(cls.dir, "f.html")).read()
+        with open(os.path.join(cls.dir, "f.perfetto.json")) as f:
+            cls.events = json.load(f)["traceEvents"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_perfetto_reads_like_a_timeline(self):
+        from test_report import validate_perfetto
+        problems, _ = validate_perfetto(os.path.join(self.dir, "f.perfetto.json"))
+        self.assertEqual(problems, [])
+        kernels = [e for e in self.events if e.get("cat") == "kernel"]
+        self.assertEqual(len(kernels), 3 * 2 * 4, "every launch is a slice")
+        self.assertTrue(all(e["name"] == "touch" and e["args"]["nbuffers"] == 1 and
+                            len(e["args"]["buffers"]) == 1 for e in kernels))
+        # A stream runs one kernel at a time.
+        ends = sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels)
+        for (s0, e0), (s1, _) in zip(ends, ends[1:]):
+            self.assertLessEqual(e0, s1 + 1e-3)
+        steps = [e for e in self.events if e.get("cat") == "step"]
+        self.assertEqual([e["name"] for e in steps], ["step 0", "step 1", "step 2"])
+        names = {e["args"]["name"] for e in self.events if e["ph"] == "M"}
+        self.assertTrue({"copies to host", "copies to device", "steps",
+                         "stream 0: kernels"} <= names, names)
+        copies = {e["tid"] for e in self.events if e.get("cat") == "copy"}
+        self.assertEqual(len(copies), 2, "both directions")
+        counters = {e["name"] for e in self.events if e["ph"] == "C"}
+        self.assertTrue({"device resident", "host resident", "budget"} <= counters)
+
+    def test_page_marks_steps_and_has_hover_details(self):
+        self.assertEqual(self.page.count('class="step-mark"'), 3 * 3, "3 steps in 3 figures")
+        self.assertIn("<title>step 1: ", self.page)
+        self.assertIn('class="hover"', self.page)
+        self.assertRegex(self.page, r"<title>from [\d.]+ \w+: on the device [\d.]+ [kMG]?B")
+
+    def test_sites_by_function_and_line(self):
+        if shutil.which("addr2line") is None:
+            self.skipTest("no addr2line (Debian: binutils)")
+        self.assertRegex(self.page, r"main \(truth_prog\.c:\d+\)")
 
 
 if __name__ == "__main__":
