@@ -14,6 +14,9 @@ buffers of MIB MiB, a kernel over each forwards and backwards per step) or a gen
   Mistakes  (2) a misspelt variable, (4) a loop over budgets, (5) a budget below one allocation,
             (9) the smaller things
   Readme    (6) the README's replay example prints what it says
+  Recipes   (10) contrib/pytorch: the PyTorch version and when install() may run are checked;
+            build() works without a toolkit's stub (the driver's libcuda.so.1); the README
+            names the memory fraction the garbage-collection threshold needs
   Figures   (8) the Perfetto trace's kernel slices, copies and steps; the page's step marks and
             hover details; allocation sites by function and file:line
 Paths come from the environment tests/report/meson.build sets (RP_*, RP_TRUTH_PROG).
@@ -429,6 +432,70 @@ class Figures(unittest.TestCase):
         if shutil.which("addr2line") is None:
             self.skipTest("no addr2line (Debian: binutils)")
         self.assertRegex(self.page, r"main \(truth_prog\.c:\d+\)")
+
+
+# ------------------------------------------------------------------------------ (10)
+
+class Recipes(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        sys.path.insert(0, os.path.join(need("RP_SOURCE"), "contrib", "pytorch"))
+        import importlib
+        import hostoff_torch
+        self.ht = importlib.reload(hostoff_torch)
+
+    def tearDown(self):
+        sys.modules.pop("torch", None)
+        self.tmp.cleanup()
+
+    def fake_torch(self, version, initialised):
+        import types
+        torch = types.ModuleType("torch")
+        torch.__version__ = version
+        torch.cuda = types.SimpleNamespace(is_initialized=lambda: initialised,
+                                           memory=types.SimpleNamespace())
+        sys.modules["torch"] = torch
+
+    def test_install_checks_version_and_timing(self):
+        lib = os.path.join(self.dir, "libfake.so")
+        open(lib, "w").close()
+        self.fake_torch("1.13.1+cu117", False)
+        with self.assertRaisesRegex(RuntimeError, r"PyTorch 2\.0 or later"):
+            self.ht.install(lib)
+        self.fake_torch("2.3.0", True)
+        with self.assertRaisesRegex(RuntimeError, "before CUDA initialises"):
+            self.ht.install(lib)
+
+    def test_build_without_a_toolkit_stub(self):
+        # A pip user: cuda.h somewhere, no lib64/stubs; the driver's libcuda.so.1 in ldconfig.
+        root = os.path.join(self.dir, "cuda")
+        os.mkdir(root)
+        os.symlink(need("RP_CUDA_INCLUDE"), os.path.join(root, "include"))
+        bindir = os.path.join(self.dir, "bin")
+        os.mkdir(bindir)
+        driver = os.path.join(need("RP_SIMCUDA_DIR"), "libcuda.so.1")
+        with open(os.path.join(bindir, "ldconfig"), "w") as f:
+            f.write(f"#!/bin/sh\necho '\tlibcuda.so.1 (libc6,x86-64) => {driver}'\n")
+        os.chmod(os.path.join(bindir, "ldconfig"), 0o755)
+        old = os.environ.get("PATH", "")
+        os.environ["PATH"] = bindir + ":" + old
+        try:
+            out = self.ht.build(out=os.path.join(self.dir, "libhostoff_torch.so"), cuda_root=root)
+        finally:
+            os.environ["PATH"] = old
+        r = subprocess.run(["readelf", "-d", str(out)], capture_output=True, text=True)
+        if r.returncode == 0:
+            self.assertIn("libcuda.so.1", r.stdout)
+        self.assertTrue(os.path.getsize(out) > 0)
+
+    def test_readme_says_what_the_settings_need(self):
+        text = open(os.path.join(need("RP_SOURCE"), "contrib", "pytorch", "README.md")).read()
+        self.assertIn("PyTorch 2.0 or later", text)
+        self.assertIn("before CUDA initialises", text)
+        self.assertNotRegex(text, r"before the first CUDA\s+allocation")
+        self.assertIn("set_per_process_memory_fraction(1.0)", text)
+        self.assertIn("ldconfig -p", text)
 
 
 if __name__ == "__main__":
