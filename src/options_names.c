@@ -11,9 +11,14 @@
 /* Variables other parts of hostoff read (the hostoff command, the PyTorch recipe, the Slurm
  * recipe, the tests): valid here, though the library itself does not use them. */
 static const char *const OTHERS[] = {
-    "HOSTOFF_LIB",             "HOSTOFF_SIMCUDA_DIR",    "HOSTOFF_REPLAYER",
-    "HOSTOFF_REPLAYER_PROGRESS", "HOSTOFF_TORCH_ALLOCATOR", "HOSTOFF_BUDGET_FOR_JOB",
-    "HOSTOFF_FACTS_DIR",       "HOSTOFF_TEST_MARK",
+    "HOSTOFF_LIB",
+    "HOSTOFF_SIMCUDA_DIR",
+    "HOSTOFF_REPLAYER",
+    "HOSTOFF_REPLAYER_PROGRESS",
+    "HOSTOFF_TORCH_ALLOCATOR",
+    "HOSTOFF_BUDGET_FOR_JOB",
+    "HOSTOFF_FACTS_DIR",
+    "HOSTOFF_TEST_MARK",
 };
 #define NOTHERS (sizeof OTHERS / sizeof OTHERS[0])
 
@@ -70,13 +75,17 @@ int ho_options_check_names(char *const *envp) {
         if (best >= 0 && best_d <= 3) {
             const struct ho_option_info *o = &ho_option_table[best];
             const char *now = getenv(o->env);
-            ho_log(HO_LOG_WARN, "%.*s is not a hostoff variable and is ignored; did you mean %s? "
-                                "(%s is %s)",
+            ho_log(HO_LOG_WARN,
+                   "%.*s is not a hostoff variable and is ignored; did you mean %s? "
+                   "(%s is %s)",
                    (int)n, *e, o->env, o->env,
-                   now != NULL ? now : o->def[0] != '\0' ? o->def : "unset");
+                   now != NULL         ? now
+                   : o->def[0] != '\0' ? o->def
+                                       : "unset");
         } else {
-            ho_log(HO_LOG_WARN, "%.*s is not a hostoff variable and is ignored (hostoff run --help "
-                                "lists them)",
+            ho_log(HO_LOG_WARN,
+                   "%.*s is not a hostoff variable and is ignored (hostoff run --help "
+                   "lists them)",
                    (int)n, *e);
         }
     }

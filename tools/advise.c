@@ -54,8 +54,8 @@ uint64_t advise_remat_ns(const struct trace *t, uint64_t t_ns, uint64_t away, bo
         uint64_t k;
         if (e->kind == TEV_ALLOC) {
             if (!u64map_put(&ix, e->id, nl)) goto out;
-            lv[nl++] = (struct life){.bytes = e->bytes, .alloc_t = e->t,
-                                     .step = step_at(marks, nm, e->t)};
+            lv[nl++] =
+                (struct life){.bytes = e->bytes, .alloc_t = e->t, .step = step_at(marks, nm, e->t)};
             live += e->bytes;
             if (live > best) {
                 best = live;
@@ -125,8 +125,8 @@ static void pick_line(FILE *f, const struct advice *a, int row, const char *with
     }
     prof_bytes(a->row[row].budget, b, sizeof b);
     prof_time(a->row[row].step_ns, s, sizeof s);
-    fprintf(f, "within %-4s %s (%g%% of the peak): a step of %s, %.2fx\n", within, b,
-            a->pct[row], s, ratio(a, a->row[row].step_ns));
+    fprintf(f, "within %-4s %s (%g%% of the peak): a step of %s, %.2fx\n", within, b, a->pct[row],
+            s, ratio(a, a->row[row].step_ns));
 }
 
 void advise_print_table(FILE *f, const struct advice *a) {
@@ -137,8 +137,8 @@ void advise_print_table(FILE *f, const struct advice *a) {
     fprintf(f, "replays   policy %s, link %s (%g GB/s to the device, %g from it, %g both ways)\n",
             a->policy, a->link, a->rates[0], a->rates[1], a->rates[2]);
     fprintf(f, "step      %s with no budget (T)\n\n", t);
-    fprintf(f, "%8s %11s %11s %7s %11s %7s %11s %7s\n", "budget", "bytes", "step", "x T",
-            "limit", "x T", "remat", "x T");
+    fprintf(f, "%8s %11s %11s %7s %11s %7s %11s %7s\n", "budget", "bytes", "step", "x T", "limit",
+            "x T", "remat", "x T");
     for (size_t i = 0; i < a->n; i++) {
         const struct advice_row *r = &a->row[i];
         char b[32], s[32], l[32], m[32];

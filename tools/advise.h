@@ -23,9 +23,9 @@ struct advice_row {
 
 struct advice {
     const char *trace, *policy, *link;
-    uint64_t peak;  /* the trace's peak: the most bytes live at once */
-    uint64_t t_ns;  /* the unconstrained step */
-    size_t steps;   /* step marks in the trace */
+    uint64_t peak;   /* the trace's peak: the most bytes live at once */
+    uint64_t t_ns;   /* the unconstrained step */
+    size_t steps;    /* step marks in the trace */
     double rates[3]; /* h2d, d2h, duplex, GB/s */
     double pct[ADVICE_MAX];
     struct advice_row row[ADVICE_MAX];

@@ -53,8 +53,9 @@ static double ratio(const struct advice *a, uint64_t ns) {
 /* One series as a polyline with a dot (and its tooltip) at each budget. */
 static void series(FILE *f, const struct frame *fr, const struct advice *a, int which,
                    const char *color, bool dashed, const char *name) {
-    fprintf(f, "<polyline class=\"series-%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"3\"%s "
-               "points=\"",
+    fprintf(f,
+            "<polyline class=\"series-%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"3\"%s "
+            "points=\"",
             name, color, dashed ? " stroke-dasharray=\"8 5\"" : "");
     for (size_t i = 0; i < a->n; i++) {
         const struct advice_row *r = &a->row[i];
@@ -72,8 +73,9 @@ static void series(FILE *f, const struct frame *fr, const struct advice *a, int 
         char b[32], s[32];
         prof_bytes(r->budget, b, sizeof b);
         prof_time(ns, s, sizeof s);
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\"><title>%s at %s (%g%% of "
-                   "the peak): %s a step, %.2fx the unconstrained step</title></circle>\n",
+        fprintf(f,
+                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\"><title>%s at %s (%g%% of "
+                "the peak): %s a step, %.2fx the unconstrained step</title></circle>\n",
                 px(fr, (double)r->budget / 1e9), py(fr, y), color, name, b, a->pct[i], s,
                 ratio(a, ns));
     }
@@ -90,11 +92,13 @@ static void figure(FILE *f, const struct advice *a) {
     fputs("<figure class=\"fig\" data-fig=\"advice\"><figcaption>Step time against the budget "
           "(each dot a replay; hover for figures)</figcaption>\n",
           f);
-    fprintf(f, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-               "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"15\">\n",
+    fprintf(f,
+            "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+            "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"15\">\n",
             W, H, W, H);
-    fprintf(f, "<rect class=\"plot\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
-               "stroke=\"#999\"/>\n",
+    fprintf(f,
+            "<rect class=\"plot\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
+            "stroke=\"#999\"/>\n",
             L, T, W - L - R, H - T - B);
     /* Axes: x in GB (ticks at fifths of the peak), y in multiples of T. */
     for (int k = 0; k <= 5; k++) {
@@ -102,19 +106,22 @@ static void figure(FILE *f, const struct advice *a) {
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", px(&fr, gb),
                 H - B + 20, gb);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">budget (GB; the trace's peak is "
-               "%.1f GB)</text>\n",
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">budget (GB; the trace's peak is "
+            "%.1f GB)</text>\n",
             (W + L - R) / 2, H - 12, (double)a->peak / 1e9);
     for (double y = 1; y <= fr.ymax + 1e-9; y += fr.ymax > 3 ? 1 : 0.25) {
-        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
-                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2fx</text>\n",
+        fprintf(f,
+                "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.2fx</text>\n",
                 L, W - R, py(&fr, y), py(&fr, y), L - 6, py(&fr, y) + 5, y);
     }
     static const double marks[2] = {1.05, 1.20};
     for (int k = 0; k < 2; k++)
-        fprintf(f, "<line class=\"within\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
-                   "stroke=\"#555\" stroke-dasharray=\"2 4\"><title>%.0f%% over the unconstrained "
-                   "step</title></line>\n",
+        fprintf(f,
+                "<line class=\"within\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"#555\" stroke-dasharray=\"2 4\"><title>%.0f%% over the unconstrained "
+                "step</title></line>\n",
                 L, W - R, py(&fr, marks[k]), py(&fr, marks[k]), (marks[k] - 1) * 100);
     series(f, &fr, a, 2, C_REMAT, true, "rematerialisation");
     series(f, &fr, a, 1, C_LIMIT, true, "physical limit");
@@ -122,9 +129,10 @@ static void figure(FILE *f, const struct advice *a) {
     fputs("</svg>\n<p class=\"legend\">", f);
     fprintf(f, "<span style=\"color:%s\">&#9632; replay (policy ", C_STEP);
     esc(f, a->policy);
-    fprintf(f, ")</span> <span style=\"color:%s\">&#9632; physical limit max(T, E/d2h, E/h2d, "
-               "2E/duplex)</span> <span style=\"color:%s\">&#9632; rematerialisation's "
-               "estimate</span></p></figure>\n",
+    fprintf(f,
+            ")</span> <span style=\"color:%s\">&#9632; physical limit max(T, E/d2h, E/h2d, "
+            "2E/duplex)</span> <span style=\"color:%s\">&#9632; rematerialisation's "
+            "estimate</span></p></figure>\n",
             C_LIMIT, C_REMAT);
 }
 
@@ -139,8 +147,9 @@ static bool write_page(FILE *f, const struct advice *a) {
     char t[32], p[32];
     prof_time(a->t_ns, t, sizeof t);
     prof_bytes(a->peak, p, sizeof p);
-    fprintf(f, "<p class=\"summary\" data-unconstrained-ns=\"%llu\">Unconstrained step %s; peak %s; "
-               "link ",
+    fprintf(f,
+            "<p class=\"summary\" data-unconstrained-ns=\"%llu\">Unconstrained step %s; peak %s; "
+            "link ",
             (unsigned long long)a->t_ns, t, p);
     esc(f, a->link);
     fputs(".", f);
@@ -168,8 +177,9 @@ static bool write_page(FILE *f, const struct advice *a) {
         prof_time(r->step_ns, s, sizeof s);
         prof_time(r->limit_ns, l, sizeof l);
         if (r->remat_ok) prof_time(r->remat_ns, m, sizeof m);
-        fprintf(f, "<tr%s><td>%g%%</td><td>%s</td><td>%s</td><td>%.2f</td><td>%s</td><td>%s</td>"
-                   "</tr>\n",
+        fprintf(f,
+                "<tr%s><td>%g%%</td><td>%s</td><td>%s</td><td>%.2f</td><td>%s</td><td>%s</td>"
+                "</tr>\n",
                 (int)i == a->within5 || (int)i == a->within20 ? " class=\"pick\"" : "", a->pct[i],
                 b, s, ratio(a, r->step_ns), l, m);
     }

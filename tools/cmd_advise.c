@@ -116,11 +116,11 @@ int cmd_advise(int argc, char **argv) {
         /* --opt VALUE or --opt=VALUE */
         const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
         size_t len = eq != NULL ? (size_t)(eq - a) : strlen(a);
-        const char **slot = len == 6 && strncmp(a, "--link", len) == 0       ? &link
-                            : len == 8 && strncmp(a, "--policy", len) == 0   ? &policy
-                            : len == 9 && strncmp(a, "--budgets", len) == 0  ? &budgets
-                            : len == 2 && strncmp(a, "-o", len) == 0         ? &dir
-                                                                             : NULL;
+        const char **slot = len == 6 && strncmp(a, "--link", len) == 0      ? &link
+                            : len == 8 && strncmp(a, "--policy", len) == 0  ? &policy
+                            : len == 9 && strncmp(a, "--budgets", len) == 0 ? &budgets
+                            : len == 2 && strncmp(a, "-o", len) == 0        ? &dir
+                                                                            : NULL;
         if (slot != NULL) {
             if (eq != NULL) {
                 *slot = eq + 1;

@@ -318,7 +318,7 @@ static uint64_t unconstrained_step(const struct options *o) {
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return 0;
     self[len] = '\0';
-    char *args[] = {"hostoff", "replay",          (char *)o->trace, "--budget", "none",
+    char *args[] = {"hostoff", "replay",        (char *)o->trace, "--budget", "none",
                     "--link",  (char *)o->link, "--json",         NULL};
     char *out = NULL;
     int rc = cli_run_child("replay", self, args, NULL, &out);

@@ -274,9 +274,9 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
         cli_error("%s exited with status %d", cmd, status);
     enum { MAXF = 256 };
     char *files[2 * MAXF];
-    size_t nrep =
-        report_pattern[0] != '\0' ? find_outputs(report_pattern, pid, since, run_id, files, MAXF)
-                                   : 0;
+    size_t nrep = report_pattern[0] != '\0'
+                      ? find_outputs(report_pattern, pid, since, run_id, files, MAXF)
+                      : 0;
     size_t ntr = trace_pattern != NULL && trace_pattern[0] != '\0'
                      ? find_outputs(trace_pattern, pid, since, run_id, files + nrep, MAXF)
                      : 0;
@@ -333,8 +333,7 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
                 if (ps[i].has_trace)
                     cli_error("%s%s%s", n > 1 ? ps[i].name : "", n > 1 ? ": " : "", lines[k]);
             for (size_t k = 0; k < v.nadvice; k++)
-                cli_error("%s%snext: %s", n > 1 ? ps[i].name : "", n > 1 ? ": " : "",
-                          v.advice[k]);
+                cli_error("%s%snext: %s", n > 1 ? ps[i].name : "", n > 1 ? ": " : "", v.advice[k]);
         }
     }
     for (size_t i = 0; i < nrep + ntr; i++)

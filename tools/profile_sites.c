@@ -17,8 +17,8 @@
 struct frame {
     size_t site, k;
     const char *module;
-    uint64_t addr;   /* as addr2line wants it: from the module's start (PIE, libraries) */
-    char text[256];  /* resolved, or "" */
+    uint64_t addr;  /* as addr2line wants it: from the module's start (PIE, libraries) */
+    char text[256]; /* resolved, or "" */
     char orig[256];
 };
 
@@ -56,7 +56,7 @@ static const char *base_name(const char *p) {
 /* Resolves every frame of one module with one addr2line. */
 static void resolve_module(const char *tool, struct frame *fr, size_t n, const char *module) {
     char **args = calloc(n + 6, sizeof *args);
-    char (*hex)[24] = calloc(n, sizeof *hex);
+    char(*hex)[24] = calloc(n, sizeof *hex);
     size_t *which = calloc(n, sizeof *which);
     if (args == NULL || hex == NULL || which == NULL) goto out;
     size_t na = 0, nw = 0;

@@ -97,8 +97,9 @@ static void step_times(const struct profile *p, struct verdict *v) {
     for (size_t i = 0; i < p->tr.nmoves; i++)
         if (p->tr.moves[i].t < first_move) first_move = p->tr.moves[i].t;
     /* With offload: as hostoff replay's steady step (every step after the first), or the run. */
-    v->step_with_ns = n == 0 ? p->t_end : n == 1 ? mean_steps(m, n, p->t_end, 0, 1)
-                                                 : mean_steps(m, n, p->t_end, 1, n);
+    v->step_with_ns = n == 0   ? p->t_end
+                      : n == 1 ? mean_steps(m, n, p->t_end, 0, 1)
+                               : mean_steps(m, n, p->t_end, 1, n);
     if (p->has_base) {
         v->step_without_ns = p->base_step_ns;
         snprintf(v->how, sizeof v->how, "%s", p->base_how);
@@ -109,8 +110,9 @@ static void step_times(const struct profile *p, struct verdict *v) {
             done++;
         if (done > 0) {
             v->step_without_ns = mean_steps(m, n, p->t_end, done > 1 ? 1 : 0, done);
-            snprintf(v->how, sizeof v->how, "the %zu step%s the run completed before its first move",
-                     done, done > 1 ? "s" : "");
+            snprintf(v->how, sizeof v->how,
+                     "the %zu step%s the run completed before its first move", done,
+                     done > 1 ? "s" : "");
             /* With offload: the steps from the first move on. */
             uint64_t after = mean_steps(m, n, p->t_end, done, n);
             if (after > 0) v->step_with_ns = after;
@@ -135,8 +137,8 @@ static void cause(const struct profile *p, struct verdict *v) {
     uint64_t t = v->has_step ? v->step_without_ns : 0;
     if (p->has_budget && p->has_trace && p->tr.steps > 0 && t > 0 && v->need > p->budget) {
         v->has_limit = true;
-        v->limit_ns = verdict_limit_ns(t, v->need - p->budget, p->h2d_gbps, p->d2h_gbps,
-                                       p->duplex_gbps);
+        v->limit_ns =
+            verdict_limit_ns(t, v->need - p->budget, p->h2d_gbps, p->d2h_gbps, p->duplex_gbps);
     }
     if (v->has_step && v->slowdown < VERDICT_FINE) return;
     if (v->has_limit && v->has_step && (double)v->limit_ns >= 0.8 * (double)v->step_with_ns &&
@@ -159,8 +161,9 @@ static void advice(const struct profile *p, struct verdict *v) {
     uint64_t moved = p->moved_to_host + p->moved_to_device;
     bool offload = strcmp(p->mode, ho_mode_name(HO_MODE_OFFLOAD)) == 0 || p->mode[0] == '\0';
     if (!offload) {
-        advise(v, "HOSTOFF_MODE=%s moves nothing: run with --mode offload (the default) and a "
-                  "budget to offload.",
+        advise(v,
+               "HOSTOFF_MODE=%s moves nothing: run with --mode offload (the default) and a "
+               "budget to offload.",
                p->mode);
         return;
     }
@@ -168,16 +171,19 @@ static void advice(const struct profile *p, struct verdict *v) {
         prof_bytes(p->live_peak > 0 ? p->live_peak : p->device_peak, a, sizeof a);
         if (p->has_budget) {
             prof_bytes(p->budget, b, sizeof b);
-            advise(v, "Nothing moved: the buffers (%s at peak) fit the budget (%s). A budget "
-                      "below the peak offloads.",
+            advise(v,
+                   "Nothing moved: the buffers (%s at peak) fit the budget (%s). A budget "
+                   "below the peak offloads.",
                    a, b);
         } else if (p->has_trace) {
-            advise(v, "Nothing moved: there was no budget. Set one below the %s peak "
-                      "(hostoff run --budget SIZE, HOSTOFF_BUDGET) to offload.",
+            advise(v,
+                   "Nothing moved: there was no budget. Set one below the %s peak "
+                   "(hostoff run --budget SIZE, HOSTOFF_BUDGET) to offload.",
                    a);
         } else {
-            advise(v, "Nothing moved: the buffers (%s at peak) fit the device's memory or the "
-                      "budget. A budget below the peak offloads.",
+            advise(v,
+                   "Nothing moved: the buffers (%s at peak) fit the device's memory or the "
+                   "budget. A budget below the peak offloads.",
                    a);
         }
     }
@@ -189,8 +195,9 @@ static void advice(const struct profile *p, struct verdict *v) {
     if (moved == 0) return;
     if (v->has_step && v->slowdown < VERDICT_FINE) {
         prof_bytes(v->saved, a, sizeof a);
-        advise(v, "Offload cost %.1f%% a step for %s saved. To see how much lower the budget can "
-                  "go: hostoff advise %s",
+        advise(v,
+               "Offload cost %.1f%% a step for %s saved. To see how much lower the budget can "
+               "go: hostoff advise %s",
                100.0 * (v->slowdown - 1), a, p->trace_path != NULL ? p->trace_path : "TRACE");
         return;
     }
@@ -203,9 +210,10 @@ static void advice(const struct profile *p, struct verdict *v) {
         double fit = (double)v->step_without_ns * rate; /* bytes away a step can carry */
         uint64_t need_budget = v->need > (uint64_t)fit ? v->need - (uint64_t)fit : 0;
         prof_bytes(need_budget, c, sizeof c);
-        advise(v, "The link is the limit: moving what the budget keeps away there and back takes "
-                  "at least %s a step, against %s without offload, whatever the policy. A budget "
-                  "of about %s or more, or a faster link, brings that bound to the step.",
+        advise(v,
+               "The link is the limit: moving what the budget keeps away there and back takes "
+               "at least %s a step, against %s without offload, whatever the policy. A budget "
+               "of about %s or more, or a faster link, brings that bound to the step.",
                a, b, c);
         break;
     }
@@ -218,19 +226,22 @@ static void advice(const struct profile *p, struct verdict *v) {
                       "lookahead policy must learn the step from the launches alone. Mark steps "
                       "with hostoff_mark_step() (hostoff.h).");
         else if (p->tr.steps < 4)
-            advise(v, "Most waiting is for restores on demand in a run of %zu steps: the "
-                      "lookahead policy runs as lru until two steps alike and one timed step have "
-                      "shown it the step. A longer run measures its steady state.",
+            advise(v,
+                   "Most waiting is for restores on demand in a run of %zu steps: the "
+                   "lookahead policy runs as lru until two steps alike and one timed step have "
+                   "shown it the step. A longer run measures its steady state.",
                    p->tr.steps);
         else
-            advise(v, "Most waiting is for restores on demand: the budget leaves the lookahead "
-                      "policy too little room to fetch ahead. hostoff advise %s shows the step "
-                      "time at each budget.",
+            advise(v,
+                   "Most waiting is for restores on demand: the budget leaves the lookahead "
+                   "policy too little room to fetch ahead. hostoff advise %s shows the step "
+                   "time at each budget.",
                    p->trace_path != NULL ? p->trace_path : "TRACE");
         break;
     case VC_LATE:
-        advise(v, "%llu of %llu prefetches landed late: their lead was shorter than the link "
-                  "needed. More budget leaves the policy room to fetch earlier.",
+        advise(v,
+               "%llu of %llu prefetches landed late: their lead was shorter than the link "
+               "needed. More budget leaves the policy room to fetch earlier.",
                (unsigned long long)p->late, (unsigned long long)p->prefetches);
         break;
     case VC_ROOM: {
@@ -239,12 +250,14 @@ static void advice(const struct profile *p, struct verdict *v) {
         if (p->has_budget && one > p->budget) {
             prof_bytes(one, b, sizeof b);
             prof_bytes(p->budget, c, sizeof c);
-            advise(v, "One kernel uses %s at once, more than the budget (%s): every such launch "
-                      "waits for evictions. Raise the budget above it.",
+            advise(v,
+                   "One kernel uses %s at once, more than the budget (%s): every such launch "
+                   "waits for evictions. Raise the budget above it.",
                    b, c);
         } else {
-            advise(v, "Allocations and restores waited %s for evictions to make room. A larger "
-                      "budget leaves more slack between them.",
+            advise(v,
+                   "Allocations and restores waited %s for evictions to make room. A larger "
+                   "budget leaves more slack between them.",
                    a);
         }
         break;
@@ -269,8 +282,9 @@ size_t verdict_lines(const struct verdict *v, char out[][512], size_t cap) {
         if (v->has_step) {
             prof_time(v->step_with_ns, a, sizeof a);
             prof_time(v->step_without_ns, b, sizeof b);
-            snprintf(out[n++], 512, "slowdown    %.2fx: a step took %s with offload, %s without (%s)",
-                     v->slowdown, a, b, v->how);
+            snprintf(out[n++], 512,
+                     "slowdown    %.2fx: a step took %s with offload, %s without (%s)", v->slowdown,
+                     a, b, v->how);
         } else {
             snprintf(out[n++], 512, "slowdown    not measured: %s", v->how);
         }
@@ -279,8 +293,9 @@ size_t verdict_lines(const struct verdict *v, char out[][512], size_t cap) {
         prof_bytes(v->held, a, sizeof a);
         prof_bytes(v->need, b, sizeof b);
         prof_bytes(v->saved, c, sizeof c);
-        snprintf(out[n++], 512, "memory      the device held at most %s instead of %s: %s saved (%.0f%%)",
-                 a, b, c, v->need > 0 ? 100.0 * (double)v->saved / (double)v->need : 0.0);
+        snprintf(out[n++], 512,
+                 "memory      the device held at most %s instead of %s: %s saved (%.0f%%)", a, b, c,
+                 v->need > 0 ? 100.0 * (double)v->saved / (double)v->need : 0.0);
     }
     if (n < cap && v->has_step) {
         if (v->slowdown < VERDICT_FINE)
@@ -321,8 +336,9 @@ static void json_str(FILE *f, const char *s) {
 void verdict_json(FILE *f, const struct verdict *v) {
     fputc('{', f);
     if (v->has_step)
-        fprintf(f, "\"slowdown\":%.4f,\"step_with_ns\":%llu,\"step_without_ns\":%llu,"
-                   "\"without_measured_by\":",
+        fprintf(f,
+                "\"slowdown\":%.4f,\"step_with_ns\":%llu,\"step_without_ns\":%llu,"
+                "\"without_measured_by\":",
                 v->slowdown, (unsigned long long)v->step_with_ns,
                 (unsigned long long)v->step_without_ns);
     else
@@ -353,13 +369,13 @@ void prof_measure_baseline(struct profile *ps, size_t n) {
     for (size_t i = 0; i < n; i++) {
         struct profile *p = &ps[i];
         if (!p->has_trace || p->trace_path == NULL || p->tr.launches == 0) continue;
-        char *args[] = {"hostoff", "replay", (char *)p->trace_path, "--budget", "none", "--json",
-                        NULL};
+        char *args[] = {"hostoff", "replay", (char *)p->trace_path, "--budget", "none",
+                        "--json",  NULL};
         char *out = NULL;
         int rc = cli_run_child("report", self, args, NULL, &out);
         char err[128];
-        struct json *j = rc == 0 && out != NULL ? json_parse(out, strlen(out), err, sizeof err)
-                                                : NULL;
+        struct json *j =
+            rc == 0 && out != NULL ? json_parse(out, strlen(out), err, sizeof err) : NULL;
         uint64_t steady = 0;
         if (j != NULL && json_get_u64(j, "steady_step_ns", &steady) && steady > 0) {
             p->has_base = true;
