@@ -87,7 +87,8 @@ static void figure(FILE *f, const struct advice *a) {
         double r = ratio(a, a->row[i].step_ns);
         if (r * 1.1 > fr.ymax) fr.ymax = r * 1.1;
     }
-    if (fr.ymax > 6) fr.ymax = 6; /* beyond, points sit on the top edge (tooltips say) */
+    bool clipped = fr.ymax > 6;
+    if (clipped) fr.ymax = 6; /* beyond, points sit on the top edge (tooltips say) */
     if (!(fr.xmax > 0)) fr.xmax = 1;
     fputs("<figure class=\"fig\" data-fig=\"advice\"><figcaption>Step time against the budget "
           "(each dot a replay; hover for figures)</figcaption>\n",
@@ -100,12 +101,16 @@ static void figure(FILE *f, const struct advice *a) {
             "<rect class=\"plot\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
             "stroke=\"#999\"/>\n",
             L, T, W - L - R, H - T - B);
-    /* Axes: x in GB (ticks at fifths of the peak), y in multiples of T. */
-    for (int k = 0; k <= 5; k++) {
-        double gb = fr.xmax * k / 5;
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", px(&fr, gb),
+    /* Axes: x in GB (round ticks: 1, 2 or 5 times a power of ten), y in multiples of T. */
+    double raw = fr.xmax / 5, mag = 1;
+    while (mag * 10 <= raw)
+        mag *= 10;
+    while (mag > raw && mag > 1e-3)
+        mag /= 10;
+    double step = raw <= mag ? mag : raw <= 2 * mag ? 2 * mag : raw <= 5 * mag ? 5 * mag : 10 * mag;
+    for (double gb = 0; gb <= fr.xmax + 1e-9; gb += step)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", px(&fr, gb),
                 H - B + 20, gb);
-    }
     fprintf(f,
             "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">budget (GB; the trace's peak is "
             "%.1f GB)</text>\n",
@@ -121,8 +126,10 @@ static void figure(FILE *f, const struct advice *a) {
         fprintf(f,
                 "<line class=\"within\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
                 "stroke=\"#555\" stroke-dasharray=\"2 4\"><title>%.0f%% over the unconstrained "
-                "step</title></line>\n",
-                L, W - R, py(&fr, marks[k]), py(&fr, marks[k]), (marks[k] - 1) * 100);
+                "step</title></line><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
+                "font-size=\"12\" fill=\"#555\">+%.0f%%</text>\n",
+                L, W - R, py(&fr, marks[k]), py(&fr, marks[k]), (marks[k] - 1) * 100, W - R - 4,
+                py(&fr, marks[k]) - 3, (marks[k] - 1) * 100);
     series(f, &fr, a, 2, C_REMAT, true, "rematerialisation");
     series(f, &fr, a, 1, C_LIMIT, true, "physical limit");
     series(f, &fr, a, 0, C_STEP, false, "replay");
@@ -132,8 +139,9 @@ static void figure(FILE *f, const struct advice *a) {
     fprintf(f,
             ")</span> <span style=\"color:%s\">&#9632; physical limit max(T, E/d2h, E/h2d, "
             "2E/duplex)</span> <span style=\"color:%s\">&#9632; rematerialisation's "
-            "estimate</span></p></figure>\n",
-            C_LIMIT, C_REMAT);
+            "estimate</span>%s</p></figure>\n",
+            C_LIMIT, C_REMAT,
+            clipped ? " (points above the top edge are drawn on it; hover for their figures)" : "");
 }
 
 static bool write_page(FILE *f, const struct advice *a) {
