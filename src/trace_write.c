@@ -198,7 +198,9 @@ void ho_trace_flush(bool all) {
     size_t use_from = k < tr.nrec ? tr.rec[k].use_at : tr.nuses;
     memmove(tr.rec, tr.rec + k, (tr.nrec - k) * sizeof *tr.rec);
     tr.nrec -= k;
-    memmove(tr.uses, tr.uses + use_from, (tr.nuses - use_from) * sizeof *tr.uses);
+    /* (no use list yet when the first lines are written at once: nothing to move) */
+    if (tr.nuses > use_from)
+        memmove(tr.uses, tr.uses + use_from, (tr.nuses - use_from) * sizeof *tr.uses);
     tr.nuses -= use_from;
     for (size_t i = 0; i < tr.nrec; i++)
         tr.rec[i].use_at -= use_from;
