@@ -1,7 +1,7 @@
 /* Helpers shared by the hostoff subcommands (see cli.h). */
 #include "cli.h"
 
-#include "sizes.h"
+#include "units.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,7 +23,11 @@ void cli_error(const char *fmt, ...) {
 }
 
 bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out) {
-    return ho_parse_size_text(text, suffixes, out);
+    return cli_parse_uint_why(text, suffixes, out, NULL);
+}
+
+bool cli_parse_uint_why(const char *text, bool suffixes, uint64_t *out, const char **why) {
+    return suffixes ? ho_units_size(text, out, why) : ho_units_count(text, out, why);
 }
 
 void cli_format_bytes(uint64_t bytes, char *buf, size_t cap) {

@@ -21,6 +21,8 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A whole number, with an optional K, M, G or T suffix (powers of 1024) when `suffixes`. */
 bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out);
+/* The same, saying what was wrong (src/units.h's phrases); why may be NULL. */
+bool cli_parse_uint_why(const char *text, bool suffixes, uint64_t *out, const char **why);
 /* "12.3 GB" (powers of 1000, as link and memory figures are quoted). */
 void cli_format_bytes(uint64_t bytes, char *buf, size_t cap);
 

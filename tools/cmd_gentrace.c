@@ -126,8 +126,9 @@ static int parse(int argc, char **argv, struct job *j, const char **out) {
             j->dtype_name = v;
             continue;
         }
-        if (strncmp(a, "--", 2) != 0 || !cli_parse_uint(v, true, &n)) {
-            cli_error("gen-trace: %s %s: expected --option NUMBER", a, v);
+        const char *why = "expected --option NUMBER";
+        if (strncmp(a, "--", 2) != 0 || !cli_parse_uint_why(v, true, &n, &why)) {
+            cli_error("gen-trace: %s %s: %s", a, v, why);
             return 2;
         }
         if (strcmp(a, "--steps") == 0)
