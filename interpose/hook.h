@@ -2,8 +2,9 @@
 #ifndef HOSTOFF_HOOK_H
 #define HOSTOFF_HOOK_H
 
-#include "driver.h"
 #include "init.h"
+#include "mode.h"
+#include "route.h"
 #include "stats.h"
 #include "trace.h"
 #include "track.h"

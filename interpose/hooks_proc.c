@@ -9,7 +9,7 @@ static void substitute(CUresult rc, void **pfn) {
     atomic_fetch_add_explicit(&ho_stats.proc_lookups, 1, memory_order_relaxed);
     if (rc != CUDA_SUCCESS || pfn == NULL || *pfn == NULL || ho_mode() == HO_MODE_OFF) return;
     int id = -1;
-    void *hook = ho_driver_hook_for(*pfn, &id);
+    void *hook = ho_route_hook_for(*pfn, &id);
     if (hook != NULL) {
         *pfn = hook;
         atomic_store_explicit(&ho_hook_routed[id], 1, memory_order_relaxed);

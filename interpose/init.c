@@ -1,8 +1,9 @@
 /* Initialisation, fork handling and the report at exit. */
 #include "init.h"
 
-#include "driver.h"
 #include "log.h"
+#include "mode.h"
+#include "route.h"
 #include "paramcache.h"
 #include "registry.h"
 #include "report.h"
@@ -14,19 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Atomic int ho_mode_value = HO_MODE_OFF;
-
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic bool ready;
 static _Thread_local bool initialising;
 static bool forked_child;
-
-void ho_degrade(const char *why) {
-    int expected = atomic_load(&ho_mode_value);
-    if (expected == HO_MODE_OFF) return;
-    if (atomic_compare_exchange_strong(&ho_mode_value, &expected, HO_MODE_OFF))
-        ho_log(HO_LOG_ERROR, "%s: tracking stops, calls pass straight to the driver", why);
-}
 
 static void write_report_at_exit(void) {
     const struct ho_options *o = ho_options();
@@ -40,8 +32,7 @@ static void write_report_at_exit(void) {
             names[ip.nhooked++] = ho_hooks[i].name;
     ip.hooked = names;
     ip.proc_lookups = atomic_load(&ho_stats.proc_lookups);
-    static const char *const names_of_modes[] = {"off", "track", "offload"};
-    ho_report_write(o->report, names_of_modes[ho_mode()], &ip);
+    ho_report_write(o->report, ho_mode_name(ho_mode()), &ip);
 }
 
 /* The child of a fork forgets the parent's CUDA state: on a GPU, the parent's contexts and
@@ -60,10 +51,10 @@ static void after_fork_child(void) {
 static void init_once(void) {
     const struct ho_options *o = ho_options();
     enum ho_mode mode = o->mode;
-    if (!ho_driver_load(o->libcuda)) {
+    if (!ho_route_load(o->libcuda)) {
         /* The library's own configuration must not break the job: pass through to the driver the
          * process would use without it. */
-        if (o->libcuda == NULL || !ho_driver_load(NULL)) return;
+        if (o->libcuda == NULL || !ho_route_load(NULL)) return;
         mode = HO_MODE_OFF;
     }
     if (mode != HO_MODE_OFF && !ho_registry_init()) {
@@ -71,11 +62,10 @@ static void init_once(void) {
         mode = HO_MODE_OFF;
     }
     if (mode == HO_MODE_OFFLOAD) ho_engine_init(o);
-    atomic_store(&ho_mode_value, (int)mode);
+    ho_mode_set(mode);
     if (o->report != NULL) atexit(write_report_at_exit);
     pthread_atfork(NULL, NULL, after_fork_child);
-    static const char *const mode_names[] = {"off", "track", "offload"};
-    ho_log(HO_LOG_INFO, "mode %s, driver %s", mode_names[mode],
+    ho_log(HO_LOG_INFO, "mode %s, driver %s", ho_mode_name(mode),
            o->libcuda != NULL ? o->libcuda : "libcuda.so.1");
     atomic_store_explicit(&ready, true, memory_order_release);
 }

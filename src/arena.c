@@ -3,7 +3,7 @@
  * Callers hold eng.lock. */
 #include "engine_internal.h"
 
-#include "driver.h"
+#include "real.h"
 #include "log.h"
 
 #include <stdlib.h>

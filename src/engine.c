@@ -2,7 +2,7 @@
  * The state machine and the protocol that keeps remaps safe are described in engine.h. */
 #include "engine_internal.h"
 
-#include "driver.h"
+#include "real.h"
 #include "log.h"
 #include "lookahead.h"
 #include "site.h"

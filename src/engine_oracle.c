@@ -2,7 +2,7 @@
  * (policy/oracle.h) instead of deciding. The plan names launches and buffers by number; here
  * they are counted as the engine sees them (launches it shows its policy, managed allocations in
  * order) and mapped back to buffers. All under eng.lock. */
-#include "driver.h"
+#include "real.h"
 #include "engine_internal.h"
 #include "log.h"
 #include "oracle.h"

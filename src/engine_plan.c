@@ -2,7 +2,7 @@
  * that let a move wait for a buffer's last use alone, planned evictions waiting for their launch,
  * prefetches waiting for room, the low watermark, and the step after every launch that asks the
  * policy what to move (ARCHITECTURE.md, "Planned moves"). Everything here runs under eng.lock. */
-#include "driver.h"
+#include "real.h"
 #include "engine_internal.h"
 #include "lookahead.h"
 #include "policy.h"

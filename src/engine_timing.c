@@ -1,7 +1,7 @@
 /* Timing for the lookahead policy: kernel durations of the steps it asks to have timed, read
  * back at progress points and given to the policy by launch index. */
 #include "engine_internal.h"
-#include "driver.h"
+#include "real.h"
 #include "lookahead.h"
 
 #include <stdlib.h>

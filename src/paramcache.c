@@ -1,6 +1,6 @@
 #include "paramcache.h"
 
-#include "driver.h"
+#include "real.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 #include "trace_internal.h"
 
 #include "engine.h"
-#include "init.h"
+#include "mode.h"
 #include "log.h"
 #include "options.h"
 #include "report.h"

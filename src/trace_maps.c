@@ -4,7 +4,7 @@
  * which orders nothing the replay would not order anyway). */
 #include "trace_internal.h"
 
-#include "driver.h"
+#include "real.h"
 
 #include <stdlib.h>
 #include <string.h>

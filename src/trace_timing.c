@@ -9,7 +9,7 @@
  * cuEventRecord calls and no creation once the pool is warm. */
 #include "trace_internal.h"
 
-#include "driver.h"
+#include "real.h"
 
 #include <stdlib.h>
 

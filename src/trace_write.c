@@ -3,8 +3,8 @@
  * a fixed buffer and written with write(2), under the trace lock. */
 #include "trace_internal.h"
 
-#include "driver.h"
-#include "init.h"
+#include "real.h"
+#include "mode.h"
 #include "log.h"
 #include "options.h"
 #include "report.h"
@@ -99,7 +99,7 @@ static void write_header(void) {
             mem, (int)dev, (long)getpid(), ho_rank(), clock);
     /* For reports: what the engine ran under. */
     bool offload = ho_mode() == HO_MODE_OFFLOAD;
-    out_fmt(",\"mode\":\"%s\"", offload ? "offload" : "track");
+    out_fmt(",\"mode\":\"%s\"", ho_mode_name(offload ? HO_MODE_OFFLOAD : HO_MODE_TRACK));
     uint64_t budget = offload ? ho_amount_resolve(&ho_options()->budget, mem) : UINT64_MAX;
     if (budget != UINT64_MAX) out_fmt(",\"budget_bytes\":%llu", (unsigned long long)budget);
     if (offload)

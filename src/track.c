@@ -2,8 +2,8 @@
 #include "site.h"
 #include "options.h"
 
-#include "driver.h"
-#include "init.h"
+#include "real.h"
+#include "mode.h"
 #include "log.h"
 #include "paramcache.h"
 #include "stats.h"

@@ -43,14 +43,33 @@ def prog(name):
     return path
 
 
+def read_real_table():
+    """src/real.def rows: export -> (base, version, ptsuffix), in table order."""
+    rows = {}
+    with open(os.path.join(SRC, "src", "real.def"), encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"^HO_REAL\((\w+),\s*(\w+),\s*(\d+),\s*(\w*)\)\s*$", line)
+            if m:
+                if m[1] in rows:
+                    raise AssertionError(f"real.def: {m[1]} appears twice")
+                rows[m[1]] = (m[2], int(m[3]), m[4])
+            elif line.startswith("HO_REAL"):
+                raise AssertionError(f"real.def: cannot parse {line.strip()}")
+    return rows
+
+
 def read_table():
-    """hooks.def rows: (export, base, version, ptsuffix, family)."""
+    """hooks.def rows joined with their src/real.def rows: (export, base, version, ptsuffix,
+    family)."""
+    real = read_real_table()
     rows = []
     with open(os.path.join(SRC, "interpose", "hooks.def"), encoding="utf-8") as f:
         for line in f:
-            m = re.match(r"^HO_HOOK\((\w+),\s*(\w+),\s*(\d+),\s*(\w*),\s*(\w+)\)\s*$", line)
+            m = re.match(r"^HO_HOOK\((\w+),\s*(\w+)\)\s*$", line)
             if m:
-                rows.append((m[1], m[2], int(m[3]), m[4], m[5]))
+                if m[1] not in real:
+                    raise AssertionError(f"hooks.def: {m[1]} has no row in src/real.def")
+                rows.append((m[1], *real[m[1]], m[2]))
             elif line.startswith("HO_HOOK"):
                 raise AssertionError(f"hooks.def: cannot parse {line.strip()}")
     return rows
@@ -586,14 +605,12 @@ class HookTable(Case):
             self.assertTrue(os.path.exists(os.path.join(SRC, "interpose",
                                                         f"hooks_{family_file(fam)}.c")), fam)
 
-    def test_aux_rows_match_headers(self):
-        with open(os.path.join(SRC, "interpose", "aux.def"), encoding="utf-8") as f:
-            for line in f:
-                m = re.match(r"^HO_DRIVER\((\w+),\s*(\w+),\s*(\d+),\s*(\w*)\)", line)
-                if not m:
-                    continue
-                key = (m[2], int(m[3]), 1 if m[4] else 0)
-                self.assertEqual(self.mapping.get(key), m[1], line.strip())
+    def test_real_rows_match_headers(self):
+        """Every src/real.def row, hooked or not, names the export whose ABI it declares."""
+        for exp, (base, ver, pt) in read_real_table().items():
+            key = (base, ver, 1 if pt else 0)
+            self.assertEqual(self.mapping.get(key), exp, f"{exp}: PFN_{base}_v{ver}{pt}")
+            self.assertIn(exp, self.exports, f"{exp} is not a driver export")
 
     def test_report_names_come_from_table(self):
         r = run("ip_launch")

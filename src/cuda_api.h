@@ -1,4 +1,4 @@
-/* The CUDA declarations every interposer file sees: cuda.h and the PFN_ typedefs of
+/* The CUDA declarations the whole library sees: cuda.h and the PFN_ typedefs of
  * cudaTypedefs.h, with the one plain-name macro that would rename a hooked export undone
  * (cuda.h maps cuGetProcAddress to cuGetProcAddress_v2; the library exports both ABIs). */
 #ifndef HOSTOFF_CUDA_API_H
