@@ -389,6 +389,12 @@ class Budgets(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("no base", r.stderr)
 
+    def test_demo_budget_refusal(self):
+        r = hostoff("demo", "--budget", "0x32%")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("demo: --budget 0x32%: hexadecimal", r.stderr)
+
     def test_library_budget_refusal_keeps_running(self):
         r = preloaded(need("HO_FORKEXEC"), ["child"], HOSTOFF_BUDGET="1e-300%")
         self.assertEqual(r.returncode, 0, r.stderr)
