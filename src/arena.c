@@ -67,8 +67,7 @@ bool ho_dev_setup(int device) {
         bool vmm = attribute(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
         eng.backend = vmm && host_vmm ? HO_BACKEND_VMM : HO_BACKEND_UVM;
         ho_log(HO_LOG_INFO, "backend %s (host-located VMM handles %s)",
-               eng.backend == HO_BACKEND_VMM ? "vmm" : "uvm",
-               host_vmm ? "supported" : "not supported");
+               ho_backend_name(eng.backend), host_vmm ? "supported" : "not supported");
     } else if (eng.backend == HO_BACKEND_VMM && !host_vmm) {
         ho_log(HO_LOG_WARN, "HOSTOFF_BACKEND=vmm, but the driver has no host-located VMM "
                             "handles: using uvm");

@@ -39,14 +39,7 @@ uint64_t ho_clock_ns(void) {
 }
 
 const char *ho_engine_backend_name(void) {
-    switch (eng.backend) {
-    case HO_BACKEND_VMM:
-        return "vmm";
-    case HO_BACKEND_UVM:
-        return "uvm";
-    default:
-        return "none";
-    }
+    return eng.backend == HO_BACKEND_AUTO ? "none" : ho_backend_name(eng.backend);
 }
 
 bool ho_engine_active(void) {

@@ -29,6 +29,25 @@ static int enum_index(const char *values, const char *text) {
     return -1;
 }
 
+/* In enum order, which is options.def's order of values. */
+static const char *const mode_names[] = {"off", "track", "offload"};
+static const char *const backend_names[] = {"auto", "vmm", "uvm"};
+static const char *const policy_names[] = {"lookahead", "lru", "oracle"};
+
+#define NAME_OF(names, v) ((unsigned)(v) < sizeof names / sizeof names[0] ? names[v] : names[0])
+
+const char *ho_mode_name(enum ho_mode mode) {
+    return NAME_OF(mode_names, mode);
+}
+
+const char *ho_backend_name(enum ho_backend backend) {
+    return NAME_OF(backend_names, backend);
+}
+
+const char *ho_policy_name(enum ho_policy_choice policy) {
+    return NAME_OF(policy_names, policy);
+}
+
 bool ho_parse_size(const char *text, uint64_t *out) {
     return ho_units_size(text, out, NULL);
 }

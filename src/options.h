@@ -34,13 +34,18 @@ struct ho_amount {
 
 /* Resolves an amount against a total, exactly: UINT64_MAX for none. */
 uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total);
+/* The one spelling of each enum option's values, as options.def lists them (reports, traces,
+ * logs and the hostoff command use these; a unit test checks them against the table). An
+ * out-of-range value gives the first name. */
+const char *ho_mode_name(enum ho_mode mode);
+const char *ho_backend_name(enum ho_backend backend);
+const char *ho_policy_name(enum ho_policy_choice policy);
+
 /* The grammar of units.h; false on anything it does not define, with what was wrong in *why
  * (why may be NULL). A size of 0 is a size; an amount is never 0 ("none", or above 0). */
 bool ho_parse_size(const char *text, uint64_t *out);
 bool ho_parse_amount(const char *text, struct ho_amount *out);
 bool ho_parse_amount_why(const char *text, struct ho_amount *out, const char **why);
-/* Whether text is a valid value of option o; when not, *why says what was wrong and *expected
- * what the option takes, for one line naming the variable or option. */
 
 #define HO_OPTION(id, env, kind, def, values, doc) HO_OPT_##id,
 enum ho_option_id {

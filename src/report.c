@@ -7,6 +7,7 @@
 #include "stats.h"
 #include "track.h"
 #include "engine.h"
+#include "json_text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -104,19 +105,6 @@ static void write_buffer(const struct ho_buffer *b, void *arg) {
     c->first = false;
 }
 
-/* A JSON string's characters (frame descriptions are file and symbol names). */
-static void write_json_text(FILE *f, const char *s) {
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-}
-
 static void write_sites(FILE *f, const struct buffers_ctx *c) {
     fprintf(f, ",\n  \"sites\": {");
     for (size_t i = 0; i < c->nsites; i++) {
@@ -129,7 +117,7 @@ static void write_sites(FILE *f, const struct buffers_ctx *c) {
             char text[512];
             ho_site_describe(pc[k], text, sizeof text);
             fprintf(f, "%s\"", k ? ", " : "");
-            write_json_text(f, text);
+            ho_json_write_text(f, text); /* file and symbol names */
             fprintf(f, "\"");
         }
         fprintf(f, "]}");

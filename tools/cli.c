@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void cli_error(const char *fmt, ...) {
@@ -201,4 +202,64 @@ bool cli_copy_file(const char *dir, const char *name, const char *dest) {
     bool ok = f != NULL && cli_finish(&out, f, fwrite(data, 1, len, f) == len, "hostoff");
     free(data);
     return ok;
+}
+
+/* The rest of fd into a malloc'd, NUL-terminated buffer (NULL when memory ran out). */
+static char *read_all(int fd) {
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf != NULL) {
+        ssize_t r = read(fd, buf + len, cap - len - 1);
+        if (r == 0) break;
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        len += (size_t)r;
+        if (len + 1 == cap) {
+            char *b2 = realloc(buf, cap *= 2);
+            if (b2 == NULL) free(buf);
+            buf = b2;
+        }
+    }
+    if (buf != NULL) buf[len] = '\0';
+    return buf;
+}
+
+int cli_run_child(const char *who, const char *path, char *const *args, char *const *env,
+                  char **out) {
+    int fds[2] = {-1, -1};
+    if (out != NULL && pipe(fds) != 0) return -1;
+    fflush(NULL); /* what we buffered must not be written twice */
+    pid_t pid = fork();
+    if (pid < 0) {
+        if (out != NULL) {
+            close(fds[0]);
+            close(fds[1]);
+        }
+        return -1;
+    }
+    if (pid == 0) {
+        if (out != NULL) {
+            dup2(fds[1], STDOUT_FILENO);
+            close(fds[0]);
+            close(fds[1]);
+        }
+        if (env != NULL)
+            execve(path, args, env);
+        else
+            execv(path, args);
+        fprintf(stderr, "hostoff: %s: cannot run %s: %s\n", who, path, strerror(errno));
+        _exit(127);
+    }
+    if (out != NULL) {
+        close(fds[1]);
+        *out = read_all(fds[0]);
+        close(fds[0]);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

@@ -68,6 +68,14 @@ extern const char *const cli_lib_candidates[];
  * a library built with one can only be preloaded behind its runtime. `out` holds PATH_MAX. */
 void cli_sanitizer_preload(char *out);
 
+/* Runs the program at `path` with `args` (args[0] its name) and `env` (NULL: this process's) and
+ * waits for it. With `out`, its stdout is read to the end into *out (NUL-terminated, malloc'd;
+ * NULL when memory ran out); without, it shares ours. Returns its exit status, 128 + the signal
+ * that ended it, or -1 when it could not be started; one it cannot execute exits 127 after
+ * "hostoff: WHO: cannot run PATH: why" on stderr. */
+int cli_run_child(const char *who, const char *path, char *const *args, char *const *env,
+                  char **out);
+
 /* The whole file (NUL-terminated; *len without it), or NULL. Free it. */
 char *cli_read_file(const char *path, size_t *len);
 /* Copies dir/name to dest (through a temporary file and a rename); false with a message. */

@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -199,47 +198,8 @@ __attribute__((format(printf, 3, 4))) static void setv(char **slot, size_t *n, c
 
 /* Runs the replayer; its stdout (one JSON line) into *out. */
 static int run_child(const char *replayer, char **env, const char *trace, char **out) {
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        char *const args[] = {(char *)replayer, (char *)trace, NULL};
-        execve(replayer, args, env);
-        fprintf(stderr, "hostoff: replay: cannot run %s: %s\n", replayer, strerror(errno));
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    ssize_t r;
-    while (buf != NULL && (r = read(fds[0], buf + len, cap - len - 1)) != 0) {
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        len += (size_t)r;
-        if (len + 1 == cap) {
-            char *b2 = realloc(buf, cap *= 2);
-            if (b2 == NULL) {
-                free(buf);
-                buf = NULL;
-            } else {
-                buf = b2;
-            }
-        }
-    }
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (buf != NULL) buf[len] = '\0';
-    *out = buf;
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    char *const args[] = {(char *)replayer, (char *)trace, NULL};
+    return cli_run_child("replay", replayer, args, env, out);
 }
 
 static struct json *read_json_file(const char *path) {

@@ -8,7 +8,7 @@
  * checks every move. */
 #include "oracle_input.h"
 #include "outfile.h"
-#include "idmap.h"
+#include "u64map.h"
 #include "oracle.h"
 
 #include <errno.h>
@@ -20,7 +20,7 @@
 
 int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, const char *path,
                       char *err, size_t errcap) {
-    struct idmap live = {0};
+    struct u64map live = {0};
     size_t nbuf = 0, nlaunch = 0, nuse = 0;
     for (size_t i = 0; i < t->n; i++) {
         if (t->ev[i].kind == TEV_ALLOC && !t->ev[i].managed) nbuf++;
@@ -44,29 +44,29 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, c
         switch (e->kind) {
         case TEV_ALLOC:
             if (e->managed) {
-                idmap_del(&live, e->id);
+                u64map_del(&live, e->id);
                 break;
             }
             bytes[b] = (e->bytes + GRANULE - 1) / GRANULE * GRANULE;
             if (bytes[b] == 0) bytes[b] = GRANULE;
             born[b] = nlaunch;
             dies[b] = UINT64_MAX;
-            if (!idmap_put(&live, e->id, b)) {
+            if (!u64map_put(&live, e->id, b)) {
                 snprintf(err, errcap, "out of memory");
                 goto done;
             }
             b++;
             break;
         case TEV_FREE:
-            if (idmap_get(&live, e->id, &ord)) {
+            if (u64map_get(&live, e->id, &ord)) {
                 dies[ord] = nlaunch;
-                idmap_del(&live, e->id);
+                u64map_del(&live, e->id);
             }
             break;
         case TEV_LAUNCH: {
             size_t first = k;
             for (uint32_t u = 0; u < e->nuse; u++)
-                if (idmap_get(&live, t->uses[e->use_at + u], &ord)) use[k++] = ord;
+                if (u64map_get(&live, t->uses[e->use_at + u], &ord)) use[k++] = ord;
             if (k == first) break; /* no managed buffer: the engine does not count it */
             ns[nlaunch] = e->ns;
             use_start[++nlaunch] = k;
@@ -103,7 +103,7 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, c
     rc = 0;
 done:
     ho_oracle_free(&plan);
-    idmap_free(&live);
+    u64map_free(&live);
     free(bytes);
     free(born);
     free(dies);

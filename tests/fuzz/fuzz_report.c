@@ -1,5 +1,5 @@
 /* Fuzz target: the report path (`hostoff report FILE`): reading a trace or a report into a
- * profile (tools/profile.c) and rendering the HTML page, the Perfetto trace and the verdict.
+ * profile (tools/profile_*.c) and rendering the HTML page, the Perfetto trace and the verdict.
  * Output goes to /dev/null. Large times, sizes and rates must neither crash nor loop. */
 #include "fuzz_input.h"
 #include "profile.h"
