@@ -10,7 +10,6 @@
 #include "trace.h"
 
 #include <string.h>
-#include <unistd.h>
 
 struct ho_engine eng = {
     .lock = HO_MUTEX_INITIALIZER, .granule = 2u << 20, .policy = {&ho_policy_lru_ops, NULL}};
@@ -60,10 +59,7 @@ static struct ho_policy choose_policy(const struct ho_options *o) {
 void ho_engine_init(const struct ho_options *o) {
     eng.backend = o->backend;
     eng.min_bytes = o->min_bytes;
-    /* A percentage of HOSTOFF_HOST_LIMIT is of the host's physical memory. */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    uint64_t host_mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
-    eng.host_limit = ho_amount_resolve(&o->host_limit, host_mem);
+    eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
     eng.policy = choose_policy(o);
     eng.active = true;
 }
