@@ -4,12 +4,11 @@
 #include "advise.h"
 
 #include "cli.h"
+#include "outfile.h"
 #include "profile.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The palette: the page's blue for the replays, the budget red for the limit. */
 static const char *const C_STEP = "#2f6db5";
@@ -196,19 +195,9 @@ static bool write_page(FILE *f, const struct advice *a) {
 }
 
 bool advise_write_html(const char *path, const struct advice *a) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        cli_error("advise: cannot create %s: %s", tmp, strerror(errno));
-        return false;
-    }
-    bool ok = write_page(f, a);
-    if (fclose(f) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false;
-    if (!ok) {
-        remove(tmp);
-        cli_error("advise: cannot write %s", path);
-    }
-    return ok;
+    /* Created the way every output file is (src/outfile.h). */
+    struct ho_outfile out;
+    FILE *f = cli_create(&out, path, "advise");
+    if (f == NULL) return false;
+    return cli_finish(&out, f, write_page(f, a), "advise");
 }

@@ -14,6 +14,7 @@
 #include "cli_opts.h"
 #include "json.h"
 #include "trace_read.h"
+#include "units.h"
 #include "verdict.h"
 
 #include <errno.h>
@@ -49,7 +50,8 @@ static void usage(FILE *f) {
                "and rematerialisation's\n"
                "estimate; then the smallest budget within 5%% and within 20%% of the "
                "unconstrained step. Writes the\n"
-               "curve as a figure in TRACE-STEM.advice.html.\n\noptions:\n");
+               "curve as a figure in TRACE-STEM.advice.html.\n\noptions (--name VALUE or "
+               "--name=VALUE):\n");
     cli_opts_help(f, advise_opts, nadvise_opts);
 }
 
@@ -77,19 +79,31 @@ static bool replay(const char *self, const char *trace, const char *budget, cons
     return ok;
 }
 
-static bool parse_budgets(const char *text, double *pct, size_t *n, size_t cap) {
+/* Percentages of the peak, comma-separated, each with or without its '%' (the one grammar,
+ * src/units.h). False with *why, and *bad the item, when one is not. */
+static bool parse_budgets(const char *text, double *pct, size_t *n, size_t cap, const char **why,
+                          char *bad, size_t badcap) {
     *n = 0;
-    const char *p = text;
-    while (*p != '\0') {
-        char *end = NULL;
-        errno = 0;
-        double v = strtod(p, &end);
-        if (end == p || errno != 0 || !(v > 0) || v >= 100 || *n == cap) return false;
-        if (*end == '%') end++;
-        pct[(*n)++] = v;
-        if (*end == '\0') break;
-        if (*end != ',') return false;
-        p = end + 1;
+    *why = "no budget given";
+    snprintf(bad, badcap, "%s", text);
+    for (const char *p = text; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        char item[64];
+        snprintf(item, sizeof item, "%.*s%s", (int)(len < 40 ? len : 40), p,
+                 len > 0 && p[len - 1] == '%' ? "" : "%");
+        uint32_t millionths = 0;
+        snprintf(bad, badcap, "%.*s", (int)len, p);
+        if (len == 0 || len > 40 || !ho_units_percent(item, &millionths, why)) {
+            if (len == 0) *why = "an empty item";
+            return false;
+        }
+        if (*n == cap) {
+            *why = "too many budgets";
+            return false;
+        }
+        pct[(*n)++] = (double)millionths / HO_PERCENT_ONE;
+        p += len;
+        if (*p == ',') p++;
     }
     return *n > 0;
 }
@@ -146,10 +160,12 @@ int cmd_advise(int argc, char **argv) {
         return 2;
     }
     struct advice adv = {0};
-    if (!parse_budgets(budgets, adv.pct, &adv.n, ADVICE_MAX)) {
-        cli_error("advise: --budgets %s: expected percentages of the peak above 0 and below 100, "
-                  "separated by commas (e.g. 90,70,50)",
-                  budgets);
+    const char *why = NULL;
+    char bad[64];
+    if (!parse_budgets(budgets, adv.pct, &adv.n, ADVICE_MAX, &why, bad, sizeof bad)) {
+        cli_error("advise: --budgets %s: %s: %s; expected percentages of the trace's peak above 0 "
+                  "and at most 100, separated by commas (e.g. 90,70,50)",
+                  budgets, bad, why);
         return 2;
     }
     qsort(adv.pct, adv.n, sizeof adv.pct[0], cmp_desc);

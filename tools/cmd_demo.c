@@ -34,7 +34,9 @@ static const char *const GPT_ARGS[] = {"--layers", "6",     "--hidden", "1536", 
 const struct cli_opt demo_opts[] = {
     {"o", "DIR", "hostoff-demo", "where the trace, the reports and the HTML page go", NULL},
     {"budget", "PCT%|BYTES", "85%",
-     "device memory for the job's buffers: a share of its peak, or a size (K, M, G, T)", NULL},
+     "device memory for the job's buffers: a percentage of the job's peak (the most bytes its "
+     "buffers hold at once), or a size (2G, 1.5GiB: powers of 1024, docs/units.md)",
+     NULL},
     {"policy", "lookahead|lru|oracle", "lookahead", "HOSTOFF_POLICY of the replay", NULL},
     {"link", "pcie5|c2c|GBPS", "pcie5",
      "the host link: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345), or GB/s", NULL},
@@ -47,7 +49,7 @@ static void usage(FILE *f) {
                "Generates a GPT training trace, replays it on the simulated H200 without offload "
                "and under a budget that\n"
                "forces offload (the library's report and trace recorded), renders the HTML report "
-               "and prints a summary.\n\noptions:\n");
+               "and prints a summary.\n\noptions (--name VALUE or --name=VALUE):\n");
     cli_opts_help(f, demo_opts, ndemo_opts);
 }
 
@@ -76,6 +78,8 @@ static void step(bool tty, int k, const char *what) {
 }
 
 int cmd_demo(int argc, char **argv) {
+    argv = cli_split_equals(&argc, argv); /* --name=VALUE as --name VALUE */
+    if (argv == NULL) return 1;
     const char *dir = "hostoff-demo", *budget = "85%", *policy = "lookahead", *link = "pcie5";
     const char *steps = "6";
     for (int i = 1; i < argc; i++) {
@@ -114,6 +118,7 @@ int cmd_demo(int argc, char **argv) {
                   budget, why);
         return 2;
     }
+    if (cli_budget_unitless("demo", budget, "the job's peak")) return 2;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         cli_error("demo: cannot create %s: %s", dir, strerror(errno));
         return 1;
@@ -219,8 +224,12 @@ int cmd_demo(int argc, char **argv) {
     printf("  job         %s steps, %.0f kernel launches, %s of buffers at peak\n", steps,
            num(off, "launches"), a);
     prof_bytes((uint64_t)num(off, "budget_bytes"), b, sizeof b);
-    printf("  budget      %s (%s of the peak), policy %s, link %s (%g GB/s each way)\n", b, budget,
-           policy, link, num(off, "h2d_gbps"));
+    /* As given, then in the figures' unit ("2G" is 2.15 GB). */
+    if (strchr(budget, '%') != NULL)
+        printf("  budget      %s (%s of the peak)", b, budget);
+    else
+        printf("  budget      %s = %s", budget, b);
+    printf(", policy %s, link %s (%g GB/s each way)\n", policy, link, num(off, "h2d_gbps"));
     prof_bytes(p->moved_to_host, a, sizeof a);
     prof_bytes(p->moved_to_device, b, sizeof b);
     printf("  moved       %s to host, %s back (%llu evictions, %llu restores on demand, %llu "

@@ -65,19 +65,22 @@ struct results {
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hostoff replay TRACE [--budget none|BYTES|PCT%%] "
-            "[--policy lookahead|lru|oracle]\n"
-            "                      [--link pcie5|c2c|GBPS] [--json]\n"
-            "                      [--report PATH] [--record PATH]\n\n"
-            "  --budget   device bytes for the offloaded buffers (default 50%%); none: no offload\n"
-            "  --policy   HOSTOFF_POLICY for the replay (default lookahead, the library's "
-            "default);\n"
-            "             oracle: every move planned from the whole trace first (the bound)\n"
-            "  --link     host link: pcie5 (55 GB/s each way), c2c (345 GB/s), or GB/s\n"
-            "  --json     one JSON object instead of the summary\n"
-            "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
-            "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too)\n");
+    fprintf(
+        f, "usage: hostoff replay TRACE [--budget none|BYTES|PCT%%] "
+           "[--policy lookahead|lru|oracle]\n"
+           "                      [--link pcie5|c2c|GBPS] [--json]\n"
+           "                      [--report PATH] [--record PATH]\n\n"
+           "  --budget   device bytes for the offloaded buffers: a percentage of the trace's peak\n"
+           "             (the most bytes its buffers hold at once; default 50%%), a size (60G,\n"
+           "             1.5GiB: powers of 1024, docs/units.md), or none: no offload\n"
+           "  --policy   HOSTOFF_POLICY for the replay (default lookahead, the library's "
+           "default);\n"
+           "             oracle: every move planned from the whole trace first (the bound)\n"
+           "  --link     host link: pcie5 (55 GB/s each way), c2c (345 GB/s), or GB/s\n"
+           "  --json     one JSON object instead of the summary\n"
+           "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
+           "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too)\n"
+           "  (--name VALUE and --name=VALUE alike)\n");
 }
 
 static int parse(int argc, char **argv, struct options *o) {
@@ -154,6 +157,7 @@ static int parse(int argc, char **argv, struct options *o) {
                   b, why);
         return 2;
     }
+    if (cli_budget_unitless("replay", b, "the trace's peak")) return 2;
     if (amount.kind == HO_AMOUNT_NONE)
         o->budget_none = true;
     else if (amount.kind == HO_AMOUNT_PERCENT) {
@@ -343,8 +347,11 @@ static void print_summary(const struct options *o, const struct trace *t, const 
         printf("replay    no offload (--budget none)\n");
     } else {
         cli_format_bytes(o->budget, b, sizeof b);
-        printf("replay    budget %s", b);
-        if (o->budget_pct > 0) printf(" (%g%% of the peak)", o->budget_pct);
+        /* As given, then in the figures' unit: "1G" is 1.07 GB (powers of 1000), not 1 GB. */
+        if (o->budget_pct > 0)
+            printf("replay    budget %s (%s of the peak)", b, o->budget_text);
+        else
+            printf("replay    budget %s = %s", o->budget_text, b);
         printf(", policy %s, link %s (%g GB/s each way, %g together)\n", o->policy, o->link, o->h2d,
                o->duplex);
     }
@@ -405,6 +412,8 @@ static void remove_dir(const char *dir) {
 }
 
 int cmd_replay(int argc, char **argv) {
+    argv = cli_split_equals(&argc, argv); /* --name=VALUE as --name VALUE */
+    if (argv == NULL) return 1;
     struct options o = {0};
     int rc = parse(argc, argv, &o);
     if (rc != 0) return rc;

@@ -51,7 +51,7 @@ static void usage(FILE *f) {
                "both, as an HTML page\n"
                "(figures, verdict, top buffers) and a Perfetto trace (ui.perfetto.dev). Several "
                "processes (ranks)\n"
-               "make one page with a row per rank.\n\noptions:\n");
+               "make one page with a row per rank.\n\noptions (--name VALUE or --name=VALUE):\n");
     cli_opts_help(f, report_opts, nreport_opts);
 }
 
@@ -127,6 +127,8 @@ int prof_write_files(const struct profile *ps, size_t n, char *const *inputs, si
 }
 
 int cmd_report(int argc, char **argv) {
+    argv = cli_split_equals(&argc, argv); /* --name=VALUE as --name VALUE */
+    if (argv == NULL) return 1;
     const char *dir = NULL, *stem = NULL, *names = NULL;
     bool json = false, baseline = true;
     struct prof_link link = {0};

@@ -359,6 +359,7 @@ int cmd_run(int argc, char **argv) {
             cli_error("run: --%s %s: %s; expected %s", opts[k].name, v, why, expected);
             return 2;
         }
+        if (k == HO_OPT_BUDGET && cli_budget_unitless("run", v, "the device's memory")) return 2;
         given[k] = v;
     }
     if (i >= argc) {

@@ -14,6 +14,8 @@ buffers of MIB MiB, a kernel over each forwards and backwards per step) or a gen
   Mistakes  (2) a misspelt variable, (4) a loop over budgets, (5) a budget below one allocation,
             (9) the smaller things
   Readme    (6) the README's replay example prints what it says
+  Budgets   (7) one budget grammar: --name=VALUE everywhere, the base of a percentage named in
+            each subcommand's help, units printed as given, each refusal saying what was wrong
   Recipes   (10) contrib/pytorch: the PyTorch version and when install() may run are checked;
             build() works without a toolkit's stub (the driver's libcuda.so.1); the README
             names the memory fraction the garbage-collection threshold needs
@@ -293,7 +295,7 @@ class Advise(unittest.TestCase):
         small_gpt(trace)
         r = hostoff("advise", trace, "--budgets", "90,150", check=False)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("above 0 and below 100", r.stderr)
+        self.assertIn("150: a percentage must be at most 100%", r.stderr)
 
 
 # ---------------------------------------------------------------------- (2) (4) (5) (9)
@@ -378,6 +380,67 @@ class Readme(unittest.TestCase):
         m = re.search(r"hostoff replay gpt.jsonl --budget 70%[^\n]*# ([\d.]+)x", readme)
         self.assertIsNotNone(m, "the README's replay example quotes its ratio")
         self.assertIn("hostoff advise gpt.jsonl", readme)
+
+
+# ------------------------------------------------------------------------------- (7)
+
+class Budgets(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        cls.trace = os.path.join(cls.dir, "gpt.jsonl")
+        cls.peak = small_gpt(cls.trace)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_equals_form_everywhere(self):
+        a = json.loads(hostoff("replay", self.trace, "--budget=70%", "--policy=lru",
+                               "--link=pcie5", "--json").stdout)
+        b = json.loads(hostoff("replay", self.trace, "--budget", "70%", "--policy", "lru",
+                               "--json").stdout)
+        self.assertEqual(a, b)
+        out = os.path.join(self.dir, "eq.jsonl")
+        hostoff("gen-trace", "gpt", "--layers=2", "--hidden=512", "--heads=8", "--seq=1024",
+                "--steps=2", "-o", out)
+        hostoff("report", "--no-baseline", f"--name=eq", f"--link=c2c", out)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "eq.html")))
+        r = hostoff("advise", self.trace, "--budgets=90,60", "--link=pcie5", "--json")
+        self.assertEqual(len(json.loads(r.stdout)["rows"]), 2)
+
+    def test_sizes_of_the_grammar_are_taken(self):
+        for text, gib in (("1.5G", 1.5), ("1GiB", 1.0), ("0.25G", 0.25)):
+            j = json.loads(hostoff("replay", self.trace, "--budget", text, "--json").stdout)
+            self.assertEqual(j["budget_bytes"], int(gib * (1 << 30)), text)
+
+    def test_refusals_say_what_was_wrong(self):
+        for text, said in (("70", "a bare number is bytes"), ("200%", "at most 100%"),
+                           ("12X", "--budget 12X: "), ("-1G", "--budget -1G: ")):
+            r = hostoff("replay", self.trace, "--budget", text, check=False)
+            self.assertEqual(r.returncode, 2, text)
+            lines = r.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertIn(said, lines[0])
+            self.assertIn("of the trace's peak", lines[0], "the refusal names the base")
+        r = run(self.dir, "true", opts=("--budget=70",))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("70% for a percentage of the device's memory", r.stderr)
+
+    def test_help_names_the_base_of_a_percentage(self):
+        bases = {"run": "of the device's memory", "replay": "of the trace's peak",
+                 "demo": "of the job's peak", "advise": "of the trace's peak"}
+        for cmd, base in bases.items():
+            text = re.sub(r"\s+", " ", hostoff(cmd, "--help").stdout)
+            self.assertIn(base, text, cmd)
+            self.assertIn("--name=VALUE", text, cmd)
+
+    def test_units_printed_as_given(self):
+        out = hostoff("replay", self.trace, "--budget", "200M").stdout
+        self.assertIn("budget 200M = 209.72 MB", out)
+        out = hostoff("replay", self.trace, "--budget", "70%").stdout
+        self.assertRegex(out, r"budget [\d.]+ MB \(70% of the peak\)")
 
 
 # ------------------------------------------------------------------------------- (8)
