@@ -207,6 +207,13 @@ static void hline(FILE *f, const struct axes *a, double v, const char *color) {
             ML, y, ML + PW, y, color);
 }
 
+/* A figure's double as a count of bytes or ns for the hover texts: never a conversion out of
+ * range (a hostile trace can hold anything). */
+static uint64_t as_u64(double v) {
+    if (!(v > 0)) return 0;
+    return v >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)v;
+}
+
 /* The training steps the trace marks: a dashed line at each start, numbered at the top, the
  * step's span and length on hover. */
 static void step_lines(FILE *f, const struct axes *a, const struct profile *p) {
@@ -302,10 +309,10 @@ static void fig_memory(FILE *f, const struct profile *p, double tmax) {
             if (l3[k] - l2[k] > h) h = l3[k] - l2[k];
         }
         char t0[32], br[32], bf[32], bh[32];
-        prof_time((uint64_t)(c * dt), t0, sizeof t0);
-        prof_bytes((uint64_t)r, br, sizeof br);
-        prof_bytes((uint64_t)fl, bf, sizeof bf);
-        prof_bytes((uint64_t)h, bh, sizeof bh);
+        prof_time(as_u64(c * dt), t0, sizeof t0);
+        prof_bytes(as_u64(r), br, sizeof br);
+        prof_bytes(as_u64(fl), bf, sizeof bf);
+        prof_bytes(as_u64(h), bh, sizeof bh);
         fprintf(f,
                 "<rect class=\"hover\" x=\"%d\" y=\"%d\" width=\"8\" height=\"%d\" "
                 "fill=\"transparent\"><title>from %s: on the device %s, in flight %s, in host "
@@ -402,7 +409,7 @@ static void fig_stalls(FILE *f, const struct profile *p, double tmax) {
             if (acc + v > 100) v = 100 - acc;
             double y1 = ypos(&a, acc + v), y0 = ypos(&a, acc);
             char t0[32];
-            prof_time((uint64_t)(b * (tmax / NBINS)), t0, sizeof t0);
+            prof_time(as_u64(b * (tmax / NBINS)), t0, sizeof t0);
             fprintf(f,
                     "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                     "<title>from %s: %.0f%% of the time waiting (%s)</title></rect>",

@@ -35,7 +35,7 @@ uint64_t verdict_limit_ns(uint64_t t_ns, uint64_t away, double h2d, double d2h, 
     if (d2h > 0 && e / d2h > lim) lim = e / d2h;
     if (h2d > 0 && e / h2d > lim) lim = e / h2d;
     if (duplex > 0 && 2 * e / duplex > lim) lim = 2 * e / duplex;
-    return (uint64_t)lim;
+    return lim >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)lim; /* hostile rates */
 }
 
 /* The trace's step marks (TEV_STEP), in order; NULL when there are none. */
@@ -208,7 +208,7 @@ static void advice(const struct profile *p, struct verdict *v) {
         double rate = p->d2h_gbps < p->h2d_gbps ? p->d2h_gbps : p->h2d_gbps;
         if (p->duplex_gbps > 0 && p->duplex_gbps / 2 < rate) rate = p->duplex_gbps / 2;
         double fit = (double)v->step_without_ns * rate; /* bytes away a step can carry */
-        uint64_t need_budget = v->need > (uint64_t)fit ? v->need - (uint64_t)fit : 0;
+        uint64_t need_budget = (double)v->need > fit ? v->need - (uint64_t)fit : 0;
         prof_bytes(need_budget, c, sizeof c);
         advise(v,
                "The link is the limit: moving what the budget keeps away there and back takes "
