@@ -516,6 +516,65 @@ class MalformedOptions(Case):
                 self.moved(r)
 
 
+# ------------------------------------------------------------------------------------------ 8
+class UnseenUses(Case):
+    """Every way a use can reach a managed buffer besides a launch's plain pointer parameters,
+    raced against moves the budget forces (eng_reach SHAPE): bit-exact data, no hazard and no
+    illegal access, under the lookahead and lru policies. Each shape failed before the engine
+    learnt to see it or to wait for it (docs/ARCHITECTURE.md, "How a use reaches the device")."""
+
+    ENV = {"HOSTOFF_BUDGET": "12M", "HOSTOFF_MIN_BYTES": "256K"}
+
+    def shape(self, name, rounds=6, env=None):
+        for policy in ("lookahead", "lru"):
+            with self.subTest(shape=name, policy=policy):
+                e = dict(self.ENV, HOSTOFF_POLICY=policy, **(env or {}))
+                r = run("eng_reach", [name, scaled(rounds, 2)], e)
+                self.clean(r)
+                self.assertGreater(r.counts("evictions"), 0, r.describe())
+
+    def test_many_buffers(self):
+        self.shape("many", 3)
+
+    def test_nccl_launch(self):
+        self.shape("nccl")
+
+    def test_capture_allocations(self):
+        self.shape("capture", 4)
+
+    def test_retained_handle(self):
+        """Under the library the buffer is VMM memory, so the handle escapes: it is pinned."""
+        self.shape("retain")
+
+    def test_graph_children_conditionals_updates(self):
+        self.shape("graph")
+
+    def test_copies_and_memory_operations(self):
+        self.shape("copies")
+
+    def test_peer_device(self):
+        self.shape("peer", env={"SIMCUDA_DEVICES": "2"})
+
+    def test_tensor_maps(self):
+        self.shape("tensormap")
+
+    def test_pointer_arrays(self):
+        self.shape("ptrarray")
+
+    def test_unknown_layout(self):
+        self.shape("unknown")
+
+    def test_same_without_library(self):
+        for name in ("many", "nccl", "capture", "retain", "graph", "copies", "tensormap",
+                     "ptrarray", "unknown"):
+            with self.subTest(shape=name):
+                self.clean(run("eng_reach", [name, 2], preload=False))
+        # cuMemAlloc memory is no VMM mapping for the driver itself: nothing to retain there.
+        self.assertIn("retain: not a VMM mapping", run("eng_reach", ["retain", 2],
+                                                       preload=False).out)
+        self.clean(run("eng_reach", ["peer", 2], {"SIMCUDA_DEVICES": "2"}, preload=False))
+
+
 def main():
     if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
         print(__doc__, file=sys.stderr)

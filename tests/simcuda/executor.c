@@ -446,7 +446,10 @@ void sim_op_run(struct sim_op *op, uint64_t *start) {
     }
     case SIM_OP_FREE: {
         struct sim_range *r = sim_range_find(op->u.free_addr);
-        if (r != NULL && r->base == op->u.free_addr) {
+        /* A graph's free node keeps graph memory's address for the next launch (stream NULL:
+         * a node of a graph launch). */
+        bool graph_node = r != NULL && r->graph_owned && op->stream == NULL;
+        if (r != NULL && r->base == op->u.free_addr && !graph_node) {
             hazard_scan(op->dev, r->base, r->size, *start, op);
             sim_free_range_at(r, *start);
         }

@@ -307,6 +307,7 @@ struct sim_range {
     int device;
     unsigned flags;
     bool from_pool;              /* stream-ordered allocation */
+    bool graph_owned;            /* allocated while its stream captured: graph memory */
     CUmemoryPool pool;           /* the pool it came from (stream-ordered allocations) */
     struct sim_mapping *maps;    /* SIM_R_RESERVED: mappings, sorted by address */
     struct sim_managed *managed; /* SIM_R_MANAGED */
