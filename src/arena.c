@@ -125,6 +125,11 @@ void ho_event_put(struct ho_dev *d, CUevent e) {
     pthread_mutex_unlock(&events_lock);
 }
 
+CUresult ho_event_record(CUevent e, CUstream s, bool per_thread) {
+    return implicit_per_thread(s, per_thread) ? ho_real.cuEventRecord_ptsz(e, NULL)
+                                              : ho_real.cuEventRecord(e, s);
+}
+
 CUdeviceptr ho_va_get(uint64_t span) {
     for (struct va_range **pp = &eng.va_pool; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->span == span) {
@@ -163,6 +168,12 @@ bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllo
         return false;
     }
     return true;
+}
+
+void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped) {
+    if (mapped) ho_real.cuMemUnmap(va, span);
+    if (va != 0) ho_va_put(va, span);
+    if (h != 0) ho_real.cuMemRelease(h);
 }
 
 /* Host memory held stays within 1.05x of what buffers use: past that, returned slots are

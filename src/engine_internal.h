@@ -1,5 +1,8 @@
-/* The engine's own state, shared by engine.c (buffers, moves, the public calls) and arena.c
- * (address ranges, physical handles, events, per-device setup). Everything here is guarded by
+/* The engine's own state, shared by its files: engine.c (state, the public calls that are not
+ * uses, allocations or moves), engine_clock.c, engine_uses.c (issuing and use lists),
+ * engine_move.c (moves and progress), engine_room.c (budget, victims), engine_alloc.c,
+ * engine_plan.c / engine_oracle.c / engine_timing.c (the policies' side) and arena.c (address
+ * ranges, physical handles, events, per-device setup). Everything here is guarded by
  * eng.lock except the fields marked atomic, which the launch fast path reads and writes. */
 #ifndef HOSTOFF_ENGINE_INTERNAL_H
 #define HOSTOFF_ENGINE_INTERNAL_H
@@ -165,11 +168,88 @@ struct ho_engine {
 
 extern struct ho_engine eng;
 
-/* arena.c */
 /* A launch or call on the default stream with per-thread semantics. */
 static inline bool implicit_per_thread(CUstream s, bool per_thread) {
     return per_thread && (s == NULL || s == CU_STREAM_PER_THREAD);
 }
+
+static inline struct ho_dev *dev_of(const struct ho_managed *m) {
+    return &eng.dev[m->device];
+}
+
+/* The policy's id for a buffer: the engine's own pointer, opaque to it. */
+static inline uint64_t policy_id(const struct ho_managed *m) {
+    return (uint64_t)(uintptr_t)m;
+}
+
+/* engine.c: the device of the calling thread's current context, when there is one the engine
+ * can manage (false: no context, or a device number beyond HO_MAX_DEVICES). */
+bool ho_current_device(int *device);
+
+/* arena.c (eng.lock held, except for the event pool, which has its own lock): per-device setup,
+ * pooled events (recorded on a stream, per-thread default stream when per_thread), address
+ * ranges, device mappings, pinned host slots, the device's context made current. */
+bool ho_dev_setup(int device);
+CUevent ho_event_get(struct ho_dev *d);
+void ho_event_put(struct ho_dev *d, CUevent e);
+CUresult ho_event_record(CUevent e, CUstream s, bool per_thread);
+CUdeviceptr ho_va_get(uint64_t span);
+void ho_va_put(CUdeviceptr va, uint64_t span);
+bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
+               int device);
+/* Undoes a mapping of the engine's own, as far as it got: unmaps [va, va + span) when `mapped`,
+ * returns the range (va 0: none was had) and releases handle h (0: none, or it lives on). */
+void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped);
+struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
+void ho_host_slot_put(struct ho_host_slot *s);
+void ho_ctx_push(struct ho_dev *d);
+void ho_ctx_pop(void);
+
+/* engine_uses.c: the issuing section and the use lists (the protocol in engine.h). Wait until no
+ * thread is issuing a call that may have seen a state from before now (eng.lock held, after a
+ * state change); draw a use's sequence number; note that a use of m is being queued on s; keep
+ * event e, recorded on s now, as a use of m (false: not kept, e went back to the pool); take s
+ * off m's list (false: it was not on it); whether any use is listed; order copy queue q of m's
+ * device after every listed use and start the list afresh (eng.lock held, context current). */
+void ho_issue_wait(void);
+uint64_t ho_use_seq_next(void);
+void ho_users_add(struct ho_managed *m, CUstream s, bool per_thread, uint64_t seq);
+bool ho_users_add_event(struct ho_managed *m, CUevent e, CUstream s, bool per_thread);
+bool ho_users_drop_stream(struct ho_managed *m, CUstream s);
+bool ho_users_queued(struct ho_managed *m);
+void ho_barrier(struct ho_managed *m, int q);
+
+/* engine_move.c (eng.lock held): start an eviction or a restore (false when it could not start;
+ * a restore adds what waiting for room cost to *stall); wait for m's move in flight and complete
+ * it with everything queued before it (returns the stall, ns); free m once its queued uses are
+ * done; bring m back and wait for it (a demand restore; true when m is then resident). */
+bool ho_start_evict(struct ho_managed *m);
+bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
+                      uint64_t *stall);
+uint64_t ho_wait_move(struct ho_managed *m);
+void ho_start_free(struct ho_managed *m);
+bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect);
+
+/* engine_room.c (eng.lock held): the device and host byte counts of the report; give up cached
+ * memory until `need` fits under `limit`; take cached memory of exactly `span` bytes; start
+ * evicting, on device d, the least valuable buffers (needed later than `beyond` launches, when a
+ * policy predicts) until `need` more bytes fit (sets *host_full when the host side refused);
+ * make `need` bytes fit the budget, waiting for copies; reclaim after the driver ran out of
+ * memory; create a device handle, reclaiming while the driver is out of memory; count a stall. */
+enum ho_room { HO_ROOM_OK, HO_ROOM_OVER_LIMIT, HO_ROOM_NONE };
+void ho_device_bytes(int64_t delta);
+void ho_note_host_peak(void);
+void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit);
+bool ho_cache_take(struct ho_dev *d, uint64_t span, CUdeviceptr *va,
+                   CUmemGenericAllocationHandle *dev);
+size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                    int nprotect, uint64_t beyond, bool *host_full);
+enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                          int nprotect, uint64_t *stall);
+bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall);
+CUresult ho_create_device_handle(struct ho_dev *d, uint64_t span, CUmemGenericAllocationHandle *h,
+                                 uint64_t *stall);
+void ho_count_stall(uint64_t ns);
 
 /* engine_timing.c: timing-capable events (the pooled ones are not), recorded on s at once (NULL
  * when that fails); the device time between two completed ones (0: unreadable); timed launches
@@ -194,28 +274,6 @@ size_t ho_oracle_launch(struct ho_managed **evict, size_t *nevict, struct ho_man
                         size_t *nrestore, size_t cap);
 uint64_t ho_oracle_next(const struct ho_managed *m);
 
-static inline struct ho_dev *dev_of(const struct ho_managed *m) {
-    return &eng.dev[m->device];
-}
-
-/* The policy's id for a buffer: the engine's own pointer, opaque to it. */
-static inline uint64_t policy_id(const struct ho_managed *m) {
-    return (uint64_t)(uintptr_t)m;
-}
-
-/* engine.c's moves, for engine_plan.c (eng.lock held): start an eviction or a restore (false
- * when it could not start; a restore adds what waiting for room cost to *stall); start
- * evicting, on device d, the least valuable buffers (needed later than `beyond` launches, when a
- * policy predicts) until `need` more bytes fit; give up cached memory until `need` fits under
- * `limit`; count a stall. */
-bool ho_start_evict(struct ho_managed *m);
-bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
-                      uint64_t *stall);
-size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
-                    int nprotect, uint64_t beyond, bool *host_full);
-void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit);
-void ho_count_stall(uint64_t ns);
-
 /* engine_plan.c, the engine's side of the policies (eng.lock held): whether a policy predicts
  * next uses now, and launches until m's; release a clock reference; record the pending clock
  * now; forget a freed buffer's pending use; planned evictions (drop one, start those whose
@@ -232,17 +290,5 @@ void ho_want_drop(struct ho_dev *d, struct ho_managed *m);
 void ho_want_start(struct ho_dev *d);
 struct ho_engine_touch;
 void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread);
-
-bool ho_dev_setup(int device);
-CUevent ho_event_get(struct ho_dev *d);
-void ho_event_put(struct ho_dev *d, CUevent e);
-CUdeviceptr ho_va_get(uint64_t span);
-void ho_va_put(CUdeviceptr va, uint64_t span);
-struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
-void ho_host_slot_put(struct ho_host_slot *s);
-bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
-               int device);
-void ho_ctx_push(struct ho_dev *d);
-void ho_ctx_pop(void);
 
 #endif

@@ -69,8 +69,7 @@ static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool p
     CUevent e = ho_event_get(d);
     if (e == NULL) return false;
     ho_ctx_push(d);
-    CUresult rc = implicit_per_thread(s, per_thread) ? ho_real.cuEventRecord_ptsz(e, NULL)
-                                                     : ho_real.cuEventRecord(e, s);
+    CUresult rc = ho_event_record(e, s, per_thread);
     ho_ctx_pop();
     if (rc != CUDA_SUCCESS) {
         ho_event_put(d, e);

@@ -12,9 +12,7 @@ CUevent ho_timing_event(struct ho_dev *d, CUstream s, bool per_thread) {
     CUevent e = NULL;
     ho_ctx_push(d);
     if (ho_real.cuEventCreate(&e, CU_EVENT_DEFAULT) == CUDA_SUCCESS) {
-        CUresult rc = implicit_per_thread(s, per_thread) ? ho_real.cuEventRecord_ptsz(e, NULL)
-                                                         : ho_real.cuEventRecord(e, s);
-        if (rc != CUDA_SUCCESS) {
+        if (ho_event_record(e, s, per_thread) != CUDA_SUCCESS) {
             ho_real.cuEventDestroy_v2(e);
             e = NULL;
         }

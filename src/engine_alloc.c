@@ -1,0 +1,144 @@
+/* Allocation and free of managed buffers: device memory under the budget (or a freed buffer's
+ * cached memory of the same size), the registry record, the policy told; a free is ordered after
+ * every queued use of the buffer and cancels a move in flight. */
+#include "engine_internal.h"
+
+#include "real.h"
+#include "site.h"
+#include "stats.h"
+
+#include <stdlib.h>
+
+static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *stall) {
+    CUresult rc;
+    if (eng.backend == HO_BACKEND_VMM && ho_cache_take(d, m->span, &m->va, &m->dev)) {
+        /* Same size as a freed buffer: its memory, still mapped and already counted as
+         * resident, serves at once. */
+        ho_device_bytes((int64_t)m->span);
+        goto ready;
+    }
+    enum ho_room room = ho_make_room(d, m->span, NULL, 0, stall);
+    if (room == HO_ROOM_NONE) return CUDA_ERROR_OUT_OF_MEMORY;
+    ho_ctx_push(d);
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = ho_create_device_handle(d, m->span, &m->dev, stall);
+        if (rc == CUDA_SUCCESS) {
+            m->va = ho_va_get(m->span);
+            if (m->va == 0 || !ho_map_rw(d, m->va, m->span, m->dev, m->device)) {
+                ho_range_drop(m->va, m->span, m->dev, false);
+                /* The driver refused a step of the engine's own: let it allocate plainly, so the
+                 * application sees only what it would have seen without the library. */
+                rc = CUDA_ERROR_NOT_SUPPORTED;
+            }
+        } else {
+            /* No device memory for a handle even after reclaiming: a plain allocation gets the
+             * driver's own answer (out of memory too when the device is really full). */
+            rc = CUDA_ERROR_NOT_SUPPORTED;
+        }
+    } else {
+        rc = ho_real.cuMemAllocManaged(&m->va, m->span, CU_MEM_ATTACH_GLOBAL);
+        while (rc == CUDA_ERROR_OUT_OF_MEMORY && ho_reclaim_device(d, m->span, stall))
+            rc = ho_real.cuMemAllocManaged(&m->va, m->span, CU_MEM_ATTACH_GLOBAL);
+        if (rc == CUDA_SUCCESS) {
+            CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->device};
+            ho_real.cuMemPrefetchAsync_v2(m->va, m->span, here, 0, d->stream[HO_Q_RESTORE]);
+        }
+    }
+    ho_ctx_pop();
+    if (rc != CUDA_SUCCESS) return rc;
+    d->resident += m->span;
+    ho_device_bytes((int64_t)m->span);
+ready:
+    atomic_store(&m->state, HO_RESIDENT);
+    m->next = eng.all;
+    eng.all = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind) {
+    if (!eng.active || bytes < eng.min_bytes || dptr == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    int device;
+    if (!ho_current_device(&device))
+        return CUDA_ERROR_NOT_SUPPORTED; /* no context: the driver gives its own answer */
+    struct ho_managed *m = calloc(1, sizeof *m);
+    if (m != NULL) m->ordinal = UINT64_MAX;
+    if (m == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    m->device = device;
+    m->size = bytes;
+    atomic_flag_clear(&m->users_lock);
+    uint64_t stall = 0;
+    pthread_mutex_lock(&eng.lock);
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+    if (ho_dev_setup(device)) {
+        m->span = (bytes + eng.granule - 1) / eng.granule * eng.granule;
+        rc = alloc_locked(&eng.dev[device], m, &stall);
+    }
+    pthread_mutex_unlock(&eng.lock);
+    ho_count_stall(stall);
+    if (rc != CUDA_SUCCESS) {
+        free(m);
+        return rc;
+    }
+    /* The registry is written outside eng.lock: launches hold its read side while they take the
+     * engine lock, so the opposite order would deadlock. */
+    m->site = ho_site_capture();
+    struct ho_buffer *b = ho_registry_add(m->va, bytes, device, kind);
+    if (b == NULL) {
+        pthread_mutex_lock(&eng.lock);
+        ho_start_free(m);
+        pthread_mutex_unlock(&eng.lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->id = b->id;
+    b->site = m->site;
+    m->record = b;
+    b->engine = m;
+    if (eng.la != NULL || ho_oracle_on()) {
+        pthread_mutex_lock(&eng.lock);
+        if (eng.la != NULL) ho_la_alloc(eng.la, policy_id(m), m->span, m->site);
+        if (ho_oracle_on()) ho_oracle_alloc(m);
+        pthread_mutex_unlock(&eng.lock);
+    }
+    ho_count(&ho_stats.counts_allocs, 1);
+    ho_count(&ho_stats.bytes_allocated, bytes);
+    *dptr = m->va;
+    return CUDA_SUCCESS;
+}
+
+bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool async) {
+    if (!eng.active) return false;
+    /* Out of the registry first: no new use can find it. Then no use may still be issuing. */
+    struct ho_buffer *b = ho_registry_remove_managed(dptr);
+    if (b == NULL) return false;
+    struct ho_managed *m = b->engine;
+    ho_count(&ho_stats.counts_frees, 1);
+    pthread_mutex_lock(&eng.lock);
+    ho_issue_wait();
+    m->record = NULL;
+    ho_want_drop(dev_of(m), m);
+    ho_defer_drop(dev_of(m), m);
+    if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
+    if (ho_oracle_on()) ho_oracle_forget(m);
+    ho_clock_forget(m);
+    if (async) ho_users_add(m, stream, per_thread, ho_use_seq_next());
+    if (async && implicit_per_thread(stream, per_thread)) {
+        /* The free is ordered after this thread's per-thread stream: wait for it here. */
+        ho_real.cuStreamSynchronize_ptsz(NULL);
+    }
+    switch (atomic_load(&m->state)) {
+    case HO_EVICTING:
+        atomic_store(&m->state, HO_RESIDENT);
+        break; /* cancel */
+    case HO_RESTORING:
+        atomic_store(&m->state, HO_HOST);
+        break; /* cancel */
+    default:
+        break;
+    }
+    if (m->tr != NULL)
+        m->free_requested = true;
+    else
+        ho_start_free(m);
+    pthread_mutex_unlock(&eng.lock);
+    return true;
+}

@@ -1,0 +1,387 @@
+/* Moves: evictions, restores and stream-ordered frees, queued per device and direction on the
+ * engine's copy streams, completed (remapped) once their copies are done, in order, at progress
+ * points or when a caller has to wait for one. The state machine is described in engine.h. */
+#include "engine_internal.h"
+
+#include "log.h"
+#include "lookahead.h"
+#include "real.h"
+#include "stats.h"
+#include "trace.h"
+
+#include <stdlib.h>
+
+static void enqueue(struct ho_dev *d, int q, struct ho_transition *tr) {
+    tr->next = NULL;
+    if (d->tail[q] != NULL)
+        d->tail[q]->next = tr;
+    else
+        d->head[q] = tr;
+    d->tail[q] = tr;
+    atomic_fetch_add(&eng.inflight, 1);
+}
+
+/* Records the end of a move's copy and queues it (eng.lock held, context current). */
+static bool finish_submit(struct ho_dev *d, int q, struct ho_transition *tr) {
+    tr->done = ho_event_get(d);
+    if (tr->done == NULL || ho_real.cuEventRecord(tr->done, d->stream[q]) != CUDA_SUCCESS) {
+        /* No event: wait for the copy now, so completion can proceed at once. */
+        ho_real.cuStreamSynchronize(d->stream[q]);
+        if (tr->done != NULL) {
+            ho_event_put(d, tr->done);
+            tr->done = NULL;
+        }
+    }
+    tr->m->tr = tr;
+    tr->start_ns = ho_clock_ns();
+    enqueue(d, q, tr);
+    return true;
+}
+
+bool ho_start_evict(struct ho_managed *m) {
+    struct ho_dev *d = dev_of(m);
+    struct ho_transition *tr = calloc(1, sizeof *tr);
+    if (tr == NULL) return false;
+    tr->kind = HO_TR_EVICT;
+    tr->m = m;
+    ho_ctx_push(d);
+    if (eng.backend == HO_BACKEND_VMM) {
+        tr->host = ho_host_slot_get(d, m->span);
+        if (tr->host == NULL) {
+            ho_ctx_pop();
+            free(tr);
+            return false;
+        }
+        ho_note_host_peak();
+    }
+    atomic_store(&m->state, HO_EVICTING);
+    ho_issue_wait();
+    ho_barrier(m, HO_Q_EVICT);
+    CUresult rc;
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = ho_real.cuMemcpyDtoDAsync_v2(tr->host->window, m->va, m->span, d->stream[HO_Q_EVICT]);
+    } else {
+        CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST};
+        rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, host, 0, d->stream[HO_Q_EVICT]);
+    }
+    if (rc != CUDA_SUCCESS) {
+        ho_log(HO_LOG_WARN, "evicting a %llu-byte buffer failed (error %d): it stays on the device",
+               (unsigned long long)m->size, (int)rc);
+        atomic_store(&m->state, HO_RESIDENT);
+        if (tr->host != NULL) ho_host_slot_put(tr->host);
+        ho_ctx_pop();
+        free(tr);
+        return false;
+    }
+    finish_submit(d, HO_Q_EVICT, tr);
+    d->evicting += m->span;
+    ho_ctx_pop();
+    return true;
+}
+
+/* Maps va to handle h with device access; on failure maps `fallback` back (the handle that still
+ * holds the bytes). */
+static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
+                  CUmemGenericAllocationHandle fallback) {
+    struct ho_dev *d = dev_of(m);
+    if (ho_real.cuMemUnmap(m->va, m->span) != CUDA_SUCCESS) return false;
+    if (ho_map_rw(d, m->va, m->span, h, m->device)) return true;
+    if (!ho_map_rw(d, m->va, m->span, fallback, m->device))
+        ho_log(HO_LOG_ERROR,
+               "cannot map a buffer back at %#llx: its bytes are safe in handle %#llx "
+               "but the address is unmapped",
+               (unsigned long long)m->va, (unsigned long long)fallback);
+    return false;
+}
+
+static void complete_evict(struct ho_transition *tr) {
+    struct ho_managed *m = tr->m;
+    struct ho_dev *d = dev_of(m);
+    d->evicting -= m->span;
+    if (atomic_load(&m->state) != HO_EVICTING) { /* cancelled: the device copy is current */
+        if (tr->host != NULL) ho_host_slot_put(tr->host);
+        ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, true);
+        return;
+    }
+    if (eng.backend == HO_BACKEND_VMM) {
+        if (!remap(m, tr->host->handle, m->dev)) {
+            atomic_store(&m->state, HO_RESIDENT);
+            ho_host_slot_put(tr->host);
+            return;
+        }
+        ho_real.cuMemRelease(m->dev);
+        m->dev = 0;
+        m->host = tr->host;
+    }
+    d->resident -= m->span;
+    ho_device_bytes(-(int64_t)m->span);
+    atomic_store(&m->state, HO_HOST);
+    ho_count(&ho_stats.counts_evictions, 1);
+    ho_count(&ho_stats.bytes_to_host, m->span);
+    ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, false);
+}
+
+static void complete_restore(struct ho_transition *tr) {
+    struct ho_managed *m = tr->m;
+    struct ho_dev *d = dev_of(m);
+    if (tr->timed[0] != NULL && tr->timed[1] != NULL && eng.la != NULL) {
+        /* The fastest restore is the link's own rate: slower ones shared it with evictions. */
+        uint64_t ns = ho_timing_read(d, tr->timed[0], tr->timed[1]);
+        double rate = ns > 0 ? (double)m->span / (double)ns : 0;
+        if (rate > eng.link_bytes_per_ns) {
+            eng.link_bytes_per_ns = rate;
+            ho_la_set_link(eng.la, rate * 1e9);
+        }
+    }
+    ho_timing_drop(d, tr->timed[0]);
+    ho_timing_drop(d, tr->timed[1]);
+    bool ok = atomic_load(&m->state) == HO_RESTORING;
+    if (ok && eng.backend == HO_BACKEND_VMM) ok = remap(m, tr->dev, m->host->handle);
+    if (!ok) { /* cancelled, or the remap failed: the host copy is current */
+        if (eng.backend == HO_BACKEND_VMM) ho_range_drop(tr->window, m->span, tr->dev, true);
+        d->resident -= m->span;
+        ho_device_bytes(-(int64_t)m->span);
+        atomic_store(&m->state, HO_HOST);
+        ho_trace_move(HO_MOVE_RESTORE, m->id, m->span, tr->start_ns, true);
+        return;
+    }
+    if (eng.backend == HO_BACKEND_VMM) {
+        ho_range_drop(tr->window, m->span, 0, true); /* the handle now backs m itself */
+        ho_host_slot_put(m->host);
+        m->host = NULL;
+        m->dev = tr->dev;
+    }
+    atomic_store(&m->state, HO_RESIDENT);
+    ho_count(&ho_stats.counts_restores, 1);
+    ho_count(&ho_stats.bytes_to_device, m->span);
+    ho_trace_move(HO_MOVE_RESTORE, m->id, m->span, tr->start_ns, false);
+}
+
+static void complete_free(struct ho_transition *tr) {
+    struct ho_managed *m = tr->m;
+    struct ho_dev *d = dev_of(m);
+    ho_clock_put(d, m->clock);
+    m->clock = NULL;
+    bool on_device = atomic_load(&m->state) == HO_RESIDENT;
+    struct ho_cached *c =
+        on_device && eng.backend == HO_BACKEND_VMM && m->dev != 0 ? malloc(sizeof *c) : NULL;
+    if (c != NULL) {
+        /* Keep the mapped device memory for the next allocation of this size. */
+        *c = (struct ho_cached){m->va, m->dev, m->span, d->cache};
+        d->cache = c;
+        d->cached += m->span;
+        ho_device_bytes(-(int64_t)m->span);
+    } else if (eng.backend == HO_BACKEND_VMM) {
+        if (m->host != NULL) ho_host_slot_put(m->host);
+        ho_range_drop(m->va, m->span, m->dev, true);
+    } else {
+        ho_real.cuMemFree_v2(m->va);
+    }
+    if (on_device && c == NULL) {
+        d->resident -= m->span;
+        ho_device_bytes(-(int64_t)m->span);
+    }
+    for (struct ho_managed **pp = &eng.all; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == m) {
+            *pp = m->next;
+            break;
+        }
+    }
+}
+
+/* Completes the head of queue q (its copy is done). eng.lock held. */
+static void complete_head(struct ho_dev *d, int q) {
+    struct ho_transition *tr = d->head[q];
+    d->head[q] = tr->next;
+    if (d->head[q] == NULL) d->tail[q] = NULL;
+    atomic_fetch_sub(&eng.inflight, 1);
+    struct ho_managed *m = tr->m;
+    ho_ctx_push(d);
+    switch (tr->kind) {
+    case HO_TR_EVICT:
+        complete_evict(tr);
+        break;
+    case HO_TR_RESTORE:
+        complete_restore(tr);
+        break;
+    case HO_TR_FREE:
+        complete_free(tr);
+        break;
+    }
+    ho_event_put(d, tr->done);
+    ho_ctx_pop();
+    bool freed = tr->kind == HO_TR_FREE;
+    free(tr);
+    if (freed) {
+        free(m);
+        return;
+    }
+    m->tr = NULL;
+    if (m->free_requested) ho_start_free(m);
+}
+
+/* Waits for the move in flight on m (if any) and completes it and everything queued before it on
+ * the same queue. Returns the stall in ns. eng.lock held. */
+uint64_t ho_wait_move(struct ho_managed *m) {
+    struct ho_transition *tr = m->tr;
+    if (tr == NULL) return 0;
+    struct ho_dev *d = dev_of(m);
+    int q = tr->kind == HO_TR_RESTORE ? HO_Q_RESTORE
+                                      : (tr->kind == HO_TR_FREE ? HO_Q_FREE : HO_Q_EVICT);
+    uint64_t t0 = ho_clock_ns();
+    if (tr->done != NULL) {
+        ho_ctx_push(d);
+        ho_real.cuEventSynchronize(tr->done);
+        ho_ctx_pop();
+    }
+    uint64_t stall = ho_clock_ns() - t0;
+    ho_trace_stall(m->id, stall, q == HO_Q_RESTORE ? HO_MOVE_RESTORE : HO_MOVE_EVICT);
+    struct ho_transition *last = tr;
+    while (d->head[q] != NULL) {
+        bool stop = d->head[q] == last;
+        complete_head(d, q);
+        if (stop) break;
+    }
+    return stall;
+}
+
+void ho_start_free(struct ho_managed *m) {
+    struct ho_dev *d = dev_of(m);
+    m->free_requested = false;
+    if (!ho_users_queued(m)) {
+        /* Every use was covered by an earlier move that has completed: nothing can still be
+         * queued against it, so it can go now, without an event round trip. */
+        struct ho_transition t = {.kind = HO_TR_FREE, .m = m};
+        ho_ctx_push(d);
+        complete_free(&t);
+        ho_ctx_pop();
+        free(m);
+        return;
+    }
+    struct ho_transition *tr = calloc(1, sizeof *tr);
+    if (tr == NULL) {
+        /* Out of memory: free synchronously instead, after the device is idle. */
+        ho_ctx_push(d);
+        ho_real.cuCtxSynchronize();
+        ho_ctx_pop();
+        struct ho_transition t = {.kind = HO_TR_FREE, .m = m};
+        complete_free(&t);
+        free(m);
+        return;
+    }
+    tr->kind = HO_TR_FREE;
+    tr->m = m;
+    ho_ctx_push(d);
+    ho_barrier(m, HO_Q_FREE);
+    finish_submit(d, HO_Q_FREE, tr);
+    ho_ctx_pop();
+}
+
+/* ---------------------------------------------------------------------------- restore */
+
+/* Starts bringing m back (eng.lock held): room under the budget, a device handle mapped at a
+ * window, the copy queued after every queued use. False when there is no room or a step failed:
+ * m stays host-mapped. `stall` accumulates what waiting for room cost. */
+bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
+                      uint64_t *stall_out) {
+    struct ho_dev *d = dev_of(m);
+    uint64_t stall = 0;
+    if (ho_make_room(d, m->span, protect, nprotect, &stall) != HO_ROOM_OK) {
+        *stall_out += stall;
+        return false;
+    }
+    struct ho_transition *tr = calloc(1, sizeof *tr);
+    if (tr == NULL) return false;
+    tr->kind = HO_TR_RESTORE;
+    tr->m = m;
+    ho_ctx_push(d);
+    CUresult rc = CUDA_SUCCESS;
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = ho_create_device_handle(d, m->span, &tr->dev, &stall);
+        if (rc == CUDA_SUCCESS) {
+            tr->window = ho_va_get(m->span);
+            if (tr->window == 0 || !ho_map_rw(d, tr->window, m->span, tr->dev, m->device)) {
+                ho_range_drop(tr->window, m->span, tr->dev, false);
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+    }
+    if (rc != CUDA_SUCCESS) {
+        ho_ctx_pop();
+        free(tr);
+        *stall_out += stall;
+        return false;
+    }
+    atomic_store(&m->state, HO_RESTORING);
+    ho_issue_wait();
+    ho_barrier(m, HO_Q_RESTORE);
+    bool time_it = eng.la != NULL &&
+                   (eng.restores_timed < HO_LINK_FIRST || eng.restores_timed % HO_LINK_SAMPLE == 0);
+    eng.restores_timed++;
+    if (time_it) tr->timed[0] = ho_timing_event(d, d->stream[HO_Q_RESTORE], false);
+    if (eng.backend == HO_BACKEND_VMM) {
+        rc = ho_real.cuMemcpyDtoDAsync_v2(tr->window, m->va, m->span, d->stream[HO_Q_RESTORE]);
+    } else {
+        CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->device};
+        rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, here, 0, d->stream[HO_Q_RESTORE]);
+    }
+    if (rc != CUDA_SUCCESS) {
+        ho_timing_drop(d, tr->timed[0]);
+        atomic_store(&m->state, HO_HOST);
+        if (eng.backend == HO_BACKEND_VMM) ho_range_drop(tr->window, m->span, tr->dev, true);
+        ho_ctx_pop();
+        free(tr);
+        *stall_out += stall;
+        return false;
+    }
+    if (tr->timed[0] != NULL) tr->timed[1] = ho_timing_event(d, d->stream[HO_Q_RESTORE], false);
+    d->resident += m->span;
+    ho_device_bytes((int64_t)m->span);
+    finish_submit(d, HO_Q_RESTORE, tr);
+    ho_ctx_pop();
+    *stall_out += stall;
+    return true;
+}
+
+/* Brings m back and waits for it: a demand restore, counted as a stall. False when there is no
+ * room: m stays host-mapped and the use reads it remotely, correctly. */
+bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect) {
+    uint64_t stall = 0;
+    bool started = ho_start_restore(m, protect, nprotect, &stall);
+    if (started) {
+        ho_trace_demand(m->id);
+        stall += ho_wait_move(m);
+        ho_count(&ho_stats.counts_demand_restores, 1);
+    }
+    ho_count_stall(stall);
+    return started && atomic_load(&m->state) == HO_RESIDENT;
+}
+
+/* --------------------------------------------------------------------------- progress */
+
+void ho_engine_progress(void) {
+    if (atomic_load_explicit(&eng.inflight, memory_order_relaxed) == 0 ||
+        atomic_load_explicit(&eng.capturing, memory_order_relaxed) > 0)
+        return;
+    if (pthread_mutex_trylock(&eng.lock) != 0) return; /* someone else is making progress */
+    if (eng.ntimed > 0) ho_timing_poll();
+    for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
+        struct ho_dev *d = &eng.dev[dv];
+        if (!d->ready) continue;
+        for (int q = 0; q < HO_NQUEUES; q++) {
+            while (d->head[q] != NULL) {
+                CUevent e = d->head[q]->done;
+                if (e != NULL) {
+                    ho_ctx_push(d);
+                    CUresult rc = ho_real.cuEventQuery(e);
+                    ho_ctx_pop();
+                    if (rc != CUDA_SUCCESS) break;
+                }
+                complete_head(d, q);
+            }
+        }
+        if (d->ndefer > 0 && atomic_load(&eng.capturing) == 0) ho_defer_poll(d);
+        if (d->nwant > 0 && atomic_load(&eng.capturing) == 0) ho_want_start(d);
+    }
+    pthread_mutex_unlock(&eng.lock);
+}
