@@ -149,6 +149,7 @@ struct ho_engine {
     uint64_t granule;
     _Atomic uint64_t use_seq;
     _Atomic int inflight;    /* moves in flight, all devices */
+    _Atomic int moving;      /* evictions and restores between state change and completion */
     _Atomic int capturing;   /* stream captures in progress */
     struct ho_lookahead *la; /* the lookahead policy, when it runs */
     _Atomic bool timing;     /* the policy wants this step's launches timed */
@@ -189,6 +190,15 @@ bool ho_current_device(int *device);
 /* arena.c (eng.lock held, except for the event pool, which has its own lock): per-device setup,
  * pooled events (recorded on a stream, per-thread default stream when per_thread), address
  * ranges, device mappings, pinned host slots, the device's context made current. */
+/* engine_unseen.c: unattributed uses (eng.lock held for cancel, wait and order; record takes
+ * its own lock only). */
+bool ho_unseen_pending(void);
+void ho_unseen_cancel_moves(void);
+void ho_unseen_record(CUstream s, bool per_thread);
+void ho_unseen_wait(CUstream q);
+void ho_order_after_stream(struct ho_dev *d, CUstream q, CUstream s);
+void ho_unseen_fork_child(void);
+
 bool ho_dev_setup(int device);
 CUevent ho_event_get(struct ho_dev *d);
 void ho_event_put(struct ho_dev *d, CUevent e);

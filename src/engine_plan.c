@@ -240,11 +240,17 @@ void ho_clock_forget(struct ho_managed *m) {
 void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
     struct ho_managed *evict[PLAN_ACTIONS], *restore[PLAN_ACTIONS];
     size_t nevict = 0, nrestore = 0;
-    uint64_t ids[HO_TOUCH_MAX];
+    uint64_t ids_inline[HO_TOUCH_INLINE], *ids = ids_inline;
+    /* The policy hears of every buffer when there is room for the list, else of the first ones. */
+    int n = t->n;
+    if (n > HO_TOUCH_INLINE && (ids = malloc((size_t)n * sizeof *ids)) == NULL) {
+        ids = ids_inline;
+        n = HO_TOUCH_INLINE;
+    }
     /* What identifies a point in the step: the function, and the sizes of the buffers it gets
      * (a generic kernel launched throughout a step is told apart by its operands). */
     uint64_t sig = t->func * 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < t->n; i++) {
+    for (int i = 0; i < n; i++) {
         ids[i] = policy_id(t->m[i]);
         sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
     }
@@ -257,7 +263,7 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
             budget_given = true;
         }
         struct ho_la_actions a;
-        ho_la_launch(eng.la, sig, ids, (size_t)t->n, &a);
+        ho_la_launch(eng.la, sig, ids, (size_t)n, &a);
         for (size_t i = 0; i < a.nevict; i++)
             evict[nevict++] = (struct ho_managed *)(uintptr_t)a.evict[i];
         for (size_t i = 0; i < a.nrestore; i++)
@@ -290,4 +296,5 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         }
     }
     pthread_mutex_unlock(&eng.lock);
+    if (ids != ids_inline) free(ids);
 }

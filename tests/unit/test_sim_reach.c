@@ -67,6 +67,16 @@ static uint64_t read_u64(CUdeviceptr p) {
     return v;
 }
 
+static void test_where(void **state) {
+    (void)state;
+    CUdeviceptr lin;
+    CU_OK(cuMemAlloc(&lin, 4096));
+    assert_int_equal(simcuda_where((void *)(uintptr_t)lin), 'L');
+    int local = 0;
+    assert_int_equal(simcuda_where(&local), 'U');
+    CU_OK(cuMemFree(lin));
+}
+
 static void test_error_names(void **state) {
     (void)state;
     const char *s = NULL;
@@ -379,6 +389,7 @@ static int c_peer(int enable) {
     CUdeviceptr a;
     C_OK(cuMemAlloc(&a, MiB));
     C_OK(cuMemsetD8(a, 0, 8));
+    C_OK(cuCtxSynchronize()); /* the memset runs on device 0's queue: done before device 1 */
     C_OK(cuCtxSetCurrent(c1));
     int can = 0;
     C_OK(cuDeviceCanAccessPeer(&can, 1, 0));
@@ -436,11 +447,9 @@ int main(void) {
     };
     int failed = cmocka_run_group_tests(in_children, NULL, NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_error_names),
-        cmocka_unit_test(test_stream_memops),
-        cmocka_unit_test(test_batch_and_peer_copies),
-        cmocka_unit_test(test_tensor_maps),
-        cmocka_unit_test(test_child_and_conditional_graphs),
+        cmocka_unit_test(test_where),         cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_stream_memops), cmocka_unit_test(test_batch_and_peer_copies),
+        cmocka_unit_test(test_tensor_maps),   cmocka_unit_test(test_child_and_conditional_graphs),
     };
     return failed + cmocka_run_group_tests(tests, simtest_group_setup, NULL);
 }
