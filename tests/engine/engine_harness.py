@@ -197,11 +197,11 @@ class IntegrityStress(Case):
     MIN_BYTES = 2 * MIB
     THREADS, PER, UNIT_MIB, STREAMS, CHURN, LOCALITY = 4, 8, 2, 4, 50, 90
 
-    def stress(self, kernels, budget_mib, env=None, seed=1):
+    def stress(self, kernels, budget_mib, env=None, seed=1, shapes=0):
         budget = budget_mib * MIB
         env = dict({"HOSTOFF_BUDGET": f"{budget_mib}M", "HOSTOFF_MIN_BYTES": "2M"}, **(env or {}))
         r = run("engine_stress", [self.THREADS, self.PER, self.UNIT_MIB, kernels, seed,
-                                  self.STREAMS, 1, self.CHURN, self.LOCALITY], env)
+                                  self.STREAMS, 1, self.CHURN, self.LOCALITY, shapes], env)
         self.clean(r, marker="0 mismatches in kernels, 0 at the end")
         self.quiet(r)
         sizes = [int(x) for x in r.line("sizes:").split()[1:]]
@@ -233,6 +233,15 @@ class IntegrityStress(Case):
     def test_uvm(self):
         r = self.stress(scaled(500, 40), 16, {"HOSTOFF_BACKEND": "uvm"}, seed=3)
         self.assertEqual(r.report["backend"], "uvm")
+
+    def test_library_shapes(self):
+        """One iteration in 8 is a shape real libraries produce (stress.c, SHAPES): a launch over
+        100+ buffers, an NCCL-shaped launch on a second stream, a graph whose child node is
+        updated in place, a batch copy."""
+        for policy in ("lookahead", "lru"):
+            with self.subTest(policy=policy):
+                r = self.stress(scaled(400, 40), 16, {"HOSTOFF_POLICY": policy}, seed=7, shapes=8)
+                self.assertGreater(r.counts("graph_launches"), 0)
 
 
 # ------------------------------------------------------------------------------------------ 2
