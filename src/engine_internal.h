@@ -198,6 +198,7 @@ void ho_unseen_record(CUstream s, bool per_thread);
 void ho_unseen_wait(CUstream q);
 void ho_order_after_stream(struct ho_dev *d, CUstream q, CUstream s);
 void ho_unseen_fork_child(void);
+void ho_sync_all_devices(void);
 
 bool ho_dev_setup(int device);
 CUevent ho_event_get(struct ho_dev *d);

@@ -97,15 +97,17 @@ void ho_unseen_record(CUstream s, bool per_thread) {
     bool pt = implicit_per_thread(s, per_thread);
     if (s == NULL && !per_thread) s = CU_STREAM_LEGACY;
     pthread_t me = pthread_self();
+    /* The context tells the default streams of different contexts apart (one handle names the
+     * legacy stream of whichever context is current). */
+    CUcontext c = stream_ctx(s, per_thread);
     pthread_mutex_lock(&unseen_lock);
     struct unseen_entry *en = NULL;
     for (int i = 0; i < nunseen && en == NULL; i++)
-        if (unseen[i].per_thread == pt &&
+        if (unseen[i].per_thread == pt && unseen[i].ctx == c &&
             (pt ? pthread_equal(unseen[i].thread, me) : unseen[i].stream == s))
             en = &unseen[i];
     if (en == NULL && nunseen == UNSEEN_MAX) prune();
     if (en == NULL && nunseen < UNSEEN_MAX) {
-        CUcontext c = stream_ctx(s, per_thread);
         CUevent e = NULL;
         bool pushed = c != NULL && ho_real.cuCtxPushCurrent_v2(c) == CUDA_SUCCESS;
         if (ho_real.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) e = NULL;
@@ -129,6 +131,18 @@ void ho_unseen_record(CUstream s, bool per_thread) {
             ho_real.cuStreamSynchronize(s);
     }
     ho_count(&ho_stats.counts_unattributed_uses, 1);
+}
+
+/* Waits, on the host, for every device the engine set up (eng.lock held): the fallback when a
+ * use cannot be ordered any other way (its stream unnamed, on whichever device). */
+void ho_sync_all_devices(void) {
+    for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
+        struct ho_dev *d = &eng.dev[dv];
+        if (!d->ready) continue;
+        ho_ctx_push(d);
+        ho_real.cuCtxSynchronize();
+        ho_ctx_pop();
+    }
 }
 
 /* Makes stream q wait for every unattributed use recorded so far (eng.lock held). */

@@ -188,8 +188,9 @@ void ho_barrier(struct ho_managed *m, int q) {
         return;
     }
     if (overflow) {
-        /* More streams than tracked: wait for the whole device (rare; correct, slow). */
-        ho_real.cuCtxSynchronize();
+        /* More streams than tracked, or a use no event could name (a per-thread stream of
+         * another device's context): wait for every device (rare; correct, slow). */
+        ho_sync_all_devices();
     }
     for (int i = 0; i < n; i++) {
         /* A stream of another device (peer access) takes an event of its own context: one of
@@ -198,7 +199,7 @@ void ho_barrier(struct ho_managed *m, int q) {
     }
     for (int i = 0; i < ne; i++) {
         if (ho_real.cuStreamWaitEvent(d->stream[q], events[i], 0) != CUDA_SUCCESS)
-            ho_real.cuCtxSynchronize();
+            ho_real.cuEventSynchronize(events[i]);
         ho_event_put(d, events[i]);
     }
 }

@@ -534,13 +534,18 @@ class UnseenUses(Case):
 
     ENV = {"HOSTOFF_BUDGET": "12M", "HOSTOFF_MIN_BYTES": "256K"}
 
-    def shape(self, name, rounds=6, env=None):
+    def shape(self, name, rounds=6, env=None, barriers=False):
+        """barriers: whether the shape is waited for (unattributed) rather than attributed."""
         for policy in ("lookahead", "lru"):
             with self.subTest(shape=name, policy=policy):
                 e = dict(self.ENV, HOSTOFF_POLICY=policy, **(env or {}))
                 r = run("eng_reach", [name, scaled(rounds, 2)], e)
                 self.clean(r)
                 self.assertGreater(r.counts("evictions"), 0, r.describe())
+                if barriers:
+                    self.assertGreater(r.counts("unattributed_uses"), 0, r.describe())
+                else:
+                    self.assertEqual(r.counts("unattributed_uses"), 0, r.describe())
 
     def test_many_buffers(self):
         self.shape("many", 3)
@@ -554,6 +559,8 @@ class UnseenUses(Case):
     def test_retained_handle(self):
         """Under the library the buffer is VMM memory, so the handle escapes: it is pinned."""
         self.shape("retain")
+        r = run("eng_reach", ["retain", 2], self.ENV)
+        self.assertEqual(r.counts("escaped_handles"), 1, r.describe())
 
     def test_graph_children_conditionals_updates(self):
         self.shape("graph")
@@ -571,7 +578,7 @@ class UnseenUses(Case):
         self.shape("ptrarray")
 
     def test_unknown_layout(self):
-        self.shape("unknown")
+        self.shape("unknown", barriers=True)
 
     def test_same_without_library(self):
         for name in ("many", "nccl", "capture", "retain", "graph", "copies", "tensormap",
