@@ -106,7 +106,8 @@ static void collect_kernel(const CUDA_KERNEL_NODE_PARAMS *kp, struct node_refs *
     size_t size;
     if (kp->kernelParams != NULL && l->nparams >= 0) {
         for (int i = 0; i < l->nparams; i++)
-            if (l->p[i].size >= 8) collect_bytes(kp->kernelParams[i], l->p[i].size, r);
+            if (l->p[i].size >= 8 && kp->kernelParams[i] != NULL)
+                collect_bytes(kp->kernelParams[i], l->p[i].size, r);
         if (l->nparams >= HO_MAX_PARAMS) r->unseen = true;
     } else if (kp->extra != NULL && extra_buffer(kp->extra, &buf, &size)) {
         collect_bytes(buf, size, r);
@@ -409,6 +410,7 @@ static uint64_t *graph_addrs(CUgraphExec exec, int *n, bool *unseen, bool *known
     }
     if (total > 0 && (copy = malloc(total * sizeof *copy)) != NULL) {
         for (size_t i = 0; i < g->n; i++) {
+            if (g->nodes[i].n == 0) continue; /* its list may never have been allocated */
             memcpy(copy + *n, g->nodes[i].addrs, g->nodes[i].n * sizeof *copy);
             *n += (int)g->nodes[i].n;
         }
