@@ -216,8 +216,14 @@ static void touch_done(struct touch_set *t) {
     t->b = t->inl;
 }
 
-static bool touch_room(struct touch_set *t) {
-    if (t->n < t->cap) return true;
+static bool touch_grow(struct touch_set *t) __attribute__((noinline, cold));
+
+static inline bool touch_room(struct touch_set *t) {
+    return t->n < t->cap || touch_grow(t);
+}
+
+/* Doubles the list (the first growth moves it off the inline array). */
+static bool touch_grow(struct touch_set *t) {
     int cap = t->cap * 2;
     struct ho_buffer **nb = malloc((size_t)cap * sizeof *nb);
     if (nb == NULL) return false;
@@ -229,6 +235,7 @@ static bool touch_room(struct touch_set *t) {
 }
 
 static void touch_ptrs(uint64_t v, void *arg);
+static void touch_array(struct ho_buffer *b, struct touch_set *t) __attribute__((noinline, cold));
 
 /* One parameter word: if it points into a tracked buffer, one use of it for this launch. */
 static inline void touch_word(uint64_t v, struct touch_set *t) {
@@ -270,7 +277,12 @@ static inline void touch_word(uint64_t v, struct touch_set *t) {
         bump(&e->count, 1);
     else
         atomic_fetch_add_explicit(&b->uses, 1, memory_order_relaxed);
-    /* A pointer array the program copied in: the buffers it names are used too. */
+    /* A pointer array the program copied in: the buffers it names are used too. (The record
+     * is read only once some array was learnt: the cache hit above never touches it.) */
+    if (ho_learn_ptrs_known()) touch_array(b, t);
+}
+
+static void touch_array(struct ho_buffer *b, struct touch_set *t) {
     if (atomic_load_explicit(&b->holds_ptrs, memory_order_relaxed))
         ho_learn_ptrs_of(b, touch_ptrs, t);
 }
@@ -340,9 +352,13 @@ static bool layout_complete(const struct ho_param_layout *l) {
 static void scan_launch(const void *func, void **params, void **extra, struct touch_set *t) {
     const struct ho_param_layout *l = ho_param_layout(func);
     if (params != NULL && l->nparams >= 0) {
-        for (int i = 0; i < l->nparams; i++)
-            if (l->p[i].size >= 8 && params[i] != NULL)
+        for (int i = 0; i < l->nparams; i++) {
+            if (l->p[i].size < 8 || params[i] == NULL) continue;
+            if (l->p[i].size < 128)
+                scan_bytes(params[i], l->p[i].size, t); /* the common case: no descriptor fits */
+            else
                 scan_param(params[i], l->p[i].size, l->p[i].size, t);
+        }
         if (!layout_complete(l)) t->unseen = true;
         return;
     }

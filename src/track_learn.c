@@ -87,6 +87,11 @@ struct ptr_array {
 
 static pthread_rwlock_t ptrs_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct ptr_array *arrays;
+static _Atomic bool ptrs_known;
+
+bool ho_learn_ptrs_known(void) {
+    return atomic_load_explicit(&ptrs_known, memory_order_relaxed);
+}
 
 static struct ptr_array *array_of(uint64_t id) {
     for (struct ptr_array *a = arrays; a != NULL; a = a->next)
@@ -128,6 +133,7 @@ void ho_learn_copy_in(uint64_t dst, const void *src, size_t bytes) {
         for (size_t i = 0; a->addrs != NULL && i < nfound && a->n < PTRS_MAX; i++)
             a->addrs[a->n++] = found[i];
         atomic_store(&b->holds_ptrs, a->n > 0);
+        if (a->n > 0) atomic_store(&ptrs_known, true);
     }
     pthread_rwlock_unlock(&ptrs_lock);
     ho_registry_read_end();
@@ -158,4 +164,5 @@ void ho_learn_reset(void) {
     tmaps = NULL; /* the parent's tables are left behind in a fork child */
     arrays = NULL;
     atomic_store(&tmaps_known, false);
+    atomic_store(&ptrs_known, false);
 }

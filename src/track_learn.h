@@ -24,6 +24,9 @@ bool ho_learn_tmaps_known(void);
 /* The address the 128 bytes at p were encoded for, if they are a known descriptor. */
 bool ho_learn_tmap_lookup(const unsigned char *p, uint64_t *addr);
 
+/* Whether any buffer holds learnt pointers (lock-free): the launch path reads a buffer's record
+ * for it only then, so a job without pointer arrays pays nothing for them. */
+bool ho_learn_ptrs_known(void);
 /* `bytes` from host memory `src` were copied to `dst`. */
 void ho_learn_copy_in(uint64_t dst, const void *src, size_t bytes);
 /* Calls fn for each address the pointer array b holds (registry read side held). */
