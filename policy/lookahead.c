@@ -1,6 +1,7 @@
 /* The lookahead policy (see lookahead.h for what it does and why). */
 #include "lookahead.h"
 #include "plan.h"
+#include "u64map.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,74 +19,13 @@
 #define MAX_DOUBLINGS  4  /* late restores double a role's lead (or transfer estimate) this often */
 #define RETIME_STEPS   32 /* kernel durations are measured again after this many steps */
 
-/* A small open-addressing map from 64-bit keys (never 0) to 64-bit values. */
-struct map {
-    uint64_t *keys, *vals;
-    size_t cap, count;
-};
-
+/* A 64-bit finaliser: role keys, plan keys and contexts from several words. */
 static uint64_t mix(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
     x *= 0xc4ceb9fe1a85ec53ull;
     return x ^ (x >> 33);
-}
-
-static bool map_init(struct map *m, size_t cap) {
-    m->keys = calloc(cap, sizeof *m->keys);
-    m->vals = calloc(cap, sizeof *m->vals);
-    m->cap = cap;
-    m->count = 0;
-    return m->keys != NULL && m->vals != NULL;
-}
-
-static void map_free(struct map *m) {
-    free(m->keys);
-    free(m->vals);
-}
-
-static size_t map_slot(const struct map *m, uint64_t k) {
-    size_t s = (size_t)mix(k) & (m->cap - 1);
-    while (m->keys[s] != 0 && m->keys[s] != k)
-        s = (s + 1) & (m->cap - 1);
-    return s;
-}
-
-static bool map_get(const struct map *m, uint64_t k, uint64_t *v) {
-    size_t s = map_slot(m, k);
-    if (m->keys[s] == 0) return false;
-    *v = m->vals[s];
-    return true;
-}
-
-static void map_put(struct map *m, uint64_t k, uint64_t v) {
-    if ((m->count + 1) * 2 > m->cap) {
-        struct map n;
-        if (!map_init(&n, m->cap * 2)) return; /* a forgotten entry only costs a decision */
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i] != 0) map_put(&n, m->keys[i], m->vals[i]);
-        map_free(m);
-        *m = n;
-    }
-    size_t s = map_slot(m, k);
-    if (m->keys[s] == 0) m->count++;
-    m->keys[s] = k;
-    m->vals[s] = v;
-}
-
-static void map_del(struct map *m, uint64_t k) {
-    size_t s = map_slot(m, k);
-    if (m->keys[s] == 0) return;
-    m->keys[s] = 0;
-    m->count--;
-    /* Re-place the rest of the cluster (linear probing). */
-    for (size_t i = (s + 1) & (m->cap - 1); m->keys[i] != 0; i = (i + 1) & (m->cap - 1)) {
-        uint64_t k2 = m->keys[i], v2 = m->vals[i];
-        m->keys[i] = 0;
-        m->count--;
-        map_put(m, k2, v2);
-    }
 }
 
 /* One use in a step: at position pos, the buffer with key. */
@@ -99,12 +39,12 @@ struct use {
 struct pattern {
     struct use *uses; /* sorted by key, then position */
     size_t n;
-    struct map first;      /* key -> index of its first use in `uses` */
+    struct u64map first;   /* key -> index of its first use in `uses` */
     uint32_t *sched_start; /* prefetch schedule: keys to restore at each position (CSR) */
     uint64_t *sched;
-    struct map evict_at; /* (key, position) -> 1: evict after this use (planned gaps) */
-    struct map life;     /* role key -> born << 32 | dies: positions it was allocated before and
-                          * freed before (dies = the period: lived past the step's end) */
+    struct u64map evict_at; /* (key, position) -> 1: evict after this use (planned gaps) */
+    struct u64map life;     /* role key -> born << 32 | dies: positions it was allocated before and
+                             * freed before (dies = the period: lived past the step's end) */
     bool valid;
     bool trusted; /* the step before looked the same: predictions are worth acting on */
 };
@@ -121,25 +61,25 @@ struct ho_lookahead {
     uint64_t held;  /* launches the current period has matched */
     uint64_t pos;   /* the position of the last launch within the step */
     bool marker_mode;
-    uint64_t last_marker;  /* launch index of the last marker + 1 */
-    uint64_t step_allocs;  /* allocations in the step `alloc_step` so far */
-    uint64_t alloc_step;   /* the step (window) those allocations belong to */
-    uint64_t first_alloc;  /* launches into this step before its first allocation */
-    bool aligned;          /* steps begin where the loop allocates (or at markers) */
-    struct map key_of;     /* buffer id -> key */
-    struct map id_of;      /* key -> live buffer id */
-    struct map late;       /* key -> how many times its restores were late (doublings) */
-    uint64_t *dur;         /* measured device time of each position of the step, ns (0: not yet) */
-    uint64_t dur_period;   /* the period `dur` is for */
-    double link;           /* host-to-device bytes per ns (0: unknown) */
-    bool timing;           /* this step's launches should be timed */
-    uint64_t timed_at;     /* the step when timing last began */
-    struct map bytes_of;   /* buffer id -> bytes */
-    struct map site_count; /* (site, size) -> allocations this step (generation << 32 | count) */
-    struct map born, dies; /* role key -> launches seen when it was allocated / freed, + 1 */
-    uint64_t alloc_gen;    /* bumped when a step's allocations start afresh */
-    uint64_t budget;       /* device bytes buffers may keep (UINT64_MAX: none) */
-    struct use *rec;       /* this step's uses, as they happen */
+    uint64_t last_marker;   /* launch index of the last marker + 1 */
+    uint64_t step_allocs;   /* allocations in the step `alloc_step` so far */
+    uint64_t alloc_step;    /* the step (window) those allocations belong to */
+    uint64_t first_alloc;   /* launches into this step before its first allocation */
+    bool aligned;           /* steps begin where the loop allocates (or at markers) */
+    struct u64map key_of;   /* buffer id -> key */
+    struct u64map id_of;    /* key -> live buffer id */
+    struct u64map late;     /* key -> how many times its restores were late (doublings) */
+    uint64_t *dur;          /* measured device time of each position of the step, ns (0: not yet) */
+    uint64_t dur_period;    /* the period `dur` is for */
+    double link;            /* host-to-device bytes per ns (0: unknown) */
+    bool timing;            /* this step's launches should be timed */
+    uint64_t timed_at;      /* the step when timing last began */
+    struct u64map bytes_of; /* buffer id -> bytes */
+    struct u64map site_count; /* (site, size) -> allocations this step (generation << 32 | count) */
+    struct u64map born, dies; /* role key -> launches seen when it was allocated / freed, + 1 */
+    uint64_t alloc_gen;       /* bumped when a step's allocations start afresh */
+    uint64_t budget;          /* device bytes buffers may keep (UINT64_MAX: none) */
+    struct use *rec;          /* this step's uses, as they happen */
     size_t nrec, caprec;
     struct pattern pat;
 };
@@ -150,11 +90,9 @@ struct ho_lookahead *ho_la_create(unsigned lead0) {
     la->lead0 = lead0 ? lead0 : 1;
     la->ctx_last = calloc(1u << CTX_BITS, sizeof *la->ctx_last);
     la->budget = UINT64_MAX;
-    if (la->ctx_last == NULL || !map_init(&la->key_of, 1024) || !map_init(&la->id_of, 1024) ||
-        !map_init(&la->late, 1024) || !map_init(&la->pat.first, 1024) ||
-        !map_init(&la->bytes_of, 1024) || !map_init(&la->pat.evict_at, 1024) ||
-        !map_init(&la->site_count, 1024) || !map_init(&la->pat.life, 1024) ||
-        !map_init(&la->born, 1024) || !map_init(&la->dies, 1024)) {
+    /* The maps start empty (zeroed) and grow on their first puts; a put that finds no memory
+     * only forgets an entry, which costs a decision, never correctness. */
+    if (la->ctx_last == NULL) {
         ho_la_destroy(la);
         return NULL;
     }
@@ -171,40 +109,33 @@ static void pattern_clear(struct pattern *p) {
     p->n = 0;
     p->valid = false;
     p->trusted = false;
-    memset(p->first.keys, 0, p->first.cap * sizeof *p->first.keys);
-    p->first.count = 0;
-    if (p->evict_at.keys != NULL) {
-        memset(p->evict_at.keys, 0, p->evict_at.cap * sizeof *p->evict_at.keys);
-        p->evict_at.count = 0;
-    }
-    if (p->life.keys != NULL) {
-        memset(p->life.keys, 0, p->life.cap * sizeof *p->life.keys);
-        p->life.count = 0;
-    }
+    u64map_clear(&p->first);
+    u64map_clear(&p->evict_at);
+    u64map_clear(&p->life);
 }
 
 void ho_la_destroy(struct ho_lookahead *la) {
     if (la == NULL) return;
     free(la->ctx_last);
-    map_free(&la->key_of);
-    map_free(&la->id_of);
-    map_free(&la->late);
+    u64map_free(&la->key_of);
+    u64map_free(&la->id_of);
+    u64map_free(&la->late);
     free(la->dur);
-    map_free(&la->bytes_of);
-    map_free(&la->site_count);
-    map_free(&la->born);
-    map_free(&la->dies);
+    u64map_free(&la->bytes_of);
+    u64map_free(&la->site_count);
+    u64map_free(&la->born);
+    u64map_free(&la->dies);
     pattern_clear(&la->pat);
-    map_free(&la->pat.first);
-    map_free(&la->pat.evict_at);
-    map_free(&la->pat.life);
+    u64map_free(&la->pat.first);
+    u64map_free(&la->pat.evict_at);
+    u64map_free(&la->pat.life);
     free(la->rec);
     free(la);
 }
 
 static unsigned doublings(const struct ho_lookahead *la, uint64_t key) {
     uint64_t v;
-    return map_get(&la->late, key, &v) ? (unsigned)v : 0;
+    return u64map_get(&la->late, key, &v) ? (unsigned)v : 0;
 }
 
 /* The lead in launches, used while kernel durations are unknown: the first lead, doubled per
@@ -229,27 +160,27 @@ void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t 
         }
         if (la->step_allocs == 0) la->alloc_gen++; /* the per-site counts start afresh */
         uint64_t kind = mix(site * 0x9E3779B97F4A7C15ull ^ bytes) | 1, v = 0, n = 0;
-        if (map_get(&la->site_count, kind, &v) && (v >> 32) == (la->alloc_gen & 0xffffffffu))
+        if (u64map_get(&la->site_count, kind, &v) && (v >> 32) == (la->alloc_gen & 0xffffffffu))
             n = v & 0xffffffffu;
-        map_put(&la->site_count, kind, (la->alloc_gen & 0xffffffffu) << 32 | (n + 1));
+        u64map_put(&la->site_count, kind, (la->alloc_gen & 0xffffffffu) << 32 | (n + 1));
         key = ROLE_BIT | (mix(kind ^ n * 0xC2B2AE3D27D4EB4Full) >> 1);
         la->step_allocs++;
         if (key == ROLE_BIT) key |= 1;
-        map_put(&la->born, key, la->launches + 1);
-        map_del(&la->dies, key);
+        u64map_put(&la->born, key, la->launches + 1);
+        u64map_del(&la->dies, key);
     }
-    map_put(&la->key_of, id, key);
-    map_put(&la->id_of, key, id);
-    map_put(&la->bytes_of, id, bytes ? bytes : 1);
+    u64map_put(&la->key_of, id, key);
+    u64map_put(&la->id_of, key, id);
+    u64map_put(&la->bytes_of, id, bytes ? bytes : 1);
 }
 
 void ho_la_free(struct ho_lookahead *la, uint64_t id) {
     uint64_t key, live;
-    if (!map_get(&la->key_of, id, &key)) return;
-    if (key & ROLE_BIT) map_put(&la->dies, key, la->launches + 1);
-    map_del(&la->key_of, id);
-    map_del(&la->bytes_of, id);
-    if (map_get(&la->id_of, key, &live) && live == id) map_del(&la->id_of, key);
+    if (!u64map_get(&la->key_of, id, &key)) return;
+    if (key & ROLE_BIT) u64map_put(&la->dies, key, la->launches + 1);
+    u64map_del(&la->key_of, id);
+    u64map_del(&la->bytes_of, id);
+    if (u64map_get(&la->id_of, key, &live) && live == id) u64map_del(&la->id_of, key);
 }
 
 static int by_key_pos(const void *a, const void *b) {
@@ -318,7 +249,7 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         uint64_t life;
         if (persistent) {
             always += (int64_t)bytes;
-        } else if (map_get(&p->life, key, &life)) { /* from its allocation to its free */
+        } else if (u64map_get(&p->life, key, &life)) { /* from its allocation to its free */
             over[life >> 32] += (int64_t)bytes;
             over[life & 0xffffffffu] -= (int64_t)bytes;
         } else { /* not seen allocated in the step: from its first use to its last */
@@ -356,7 +287,7 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
     size_t nsel = 0;
     for (size_t g = 0; g < ngaps; g++) {
         if (!gaps[g].taken) continue;
-        map_put(&p->evict_at, evict_key(gaps[g].key, (uint32_t)gaps[g].from), 1);
+        u64map_put(&p->evict_at, evict_key(gaps[g].key, (uint32_t)gaps[g].from), 1);
         uint64_t at = (gaps[g].to + period - gaps[g].lead % period) % period;
         p->sched_start[at + 1]++;
         nsel++;
@@ -401,7 +332,7 @@ static void close_step(struct ho_lookahead *la, uint64_t end) {
             p->uses[p->n - 1].pos == la->rec[i].pos)
             continue;
         if (p->n == 0 || p->uses[p->n - 1].key != la->rec[i].key)
-            map_put(&p->first, la->rec[i].key, p->n);
+            u64map_put(&p->first, la->rec[i].key, p->n);
         p->uses[p->n++] = la->rec[i];
     }
     /* Each role's lifetime within the step, where it was seen being allocated in it. */
@@ -409,10 +340,10 @@ static void close_step(struct ho_lookahead *la, uint64_t end) {
     for (size_t i = 0; i < p->n; i++) {
         uint64_t key = p->uses[i].key, b, d;
         if ((key & ROLE_BIT) == 0 || (i > 0 && p->uses[i - 1].key == key)) continue;
-        if (!map_get(&la->born, key, &b) || b - 1 < start || b - 1 >= end) continue;
+        if (!u64map_get(&la->born, key, &b) || b - 1 < start || b - 1 >= end) continue;
         uint64_t born = b - 1 - start, dies = period;
-        if (map_get(&la->dies, key, &d) && d - 1 >= b - 1 && d - 1 < end) dies = d - 1 - start;
-        if (dies > born) map_put(&p->life, key, born << 32 | dies);
+        if (u64map_get(&la->dies, key, &d) && d - 1 >= b - 1 && d - 1 < end) dies = d - 1 - start;
+        if (dies > born) u64map_put(&p->life, key, born << 32 | dies);
     }
     p->valid = true;
     plan(la, p);
@@ -531,7 +462,7 @@ void ho_la_step(struct ho_lookahead *la) {
 }
 
 void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
-                  struct ho_la_actions *out) {
+                  struct ho_policy_actions *out) {
     out->nevict = out->nrestore = 0;
     if (!la->marker_mode) detect(la, func);
     uint64_t i = la->launches++;
@@ -559,10 +490,10 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
     for (size_t k = 0; k < n; k++) {
         uint64_t key;
         uint64_t bytes = 1, planned;
-        if (!map_get(&la->key_of, ids[k], &key)) continue;
-        map_get(&la->bytes_of, ids[k], &bytes);
+        if (!u64map_get(&la->key_of, ids[k], &key)) continue;
+        u64map_get(&la->bytes_of, ids[k], &bytes);
         record(la, pos, key, bytes);
-        if (p->trusted && map_get(&p->evict_at, evict_key(key, pos), &planned) &&
+        if (p->trusted && u64map_get(&p->evict_at, evict_key(key, pos), &planned) &&
             out->nevict < HO_LA_MAX_ACTIONS)
             out->evict[out->nevict++] = ids[k];
     }
@@ -571,7 +502,7 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
         uint32_t next = (pos + 1) % (uint32_t)period;
         for (uint32_t s = p->sched_start[next]; s < p->sched_start[next + 1]; s++) {
             uint64_t id;
-            if (map_get(&la->id_of, p->sched[s], &id) && out->nrestore < HO_LA_MAX_ACTIONS)
+            if (u64map_get(&la->id_of, p->sched[s], &id) && out->nrestore < HO_LA_MAX_ACTIONS)
                 out->restore[out->nrestore++] = id;
         }
     }
@@ -583,9 +514,9 @@ void ho_la_set_budget(struct ho_lookahead *la, uint64_t bytes) {
 
 void ho_la_late(struct ho_lookahead *la, uint64_t id) {
     uint64_t key;
-    if (!map_get(&la->key_of, id, &key)) return;
+    if (!u64map_get(&la->key_of, id, &key)) return;
     unsigned d = doublings(la, key);
-    if (d < MAX_DOUBLINGS) map_put(&la->late, key, d + 1);
+    if (d < MAX_DOUBLINGS) u64map_put(&la->late, key, d + 1);
 }
 
 uint64_t ho_la_launches(const struct ho_lookahead *la) {
@@ -622,9 +553,9 @@ bool ho_la_predicts(const struct ho_lookahead *la) {
 
 uint64_t ho_la_next_use(const struct ho_lookahead *la, uint64_t id) {
     uint64_t key, at;
-    if (!ho_la_predicts(la) || !map_get(&la->key_of, id, &key) ||
-        !map_get(&la->pat.first, key, &at))
-        return HO_LA_NEVER - 1; /* unknown: nothing says it will be needed */
+    if (!ho_la_predicts(la) || !u64map_get(&la->key_of, id, &key) ||
+        !u64map_get(&la->pat.first, key, &at))
+        return HO_NEXT_USE_UNKNOWN; /* nothing says it will be needed */
     const struct pattern *p = &la->pat;
     uint32_t cur = (uint32_t)la->pos;
     for (size_t i = at; i < p->n && p->uses[i].key == key; i++)
@@ -632,7 +563,7 @@ uint64_t ho_la_next_use(const struct ho_lookahead *la, uint64_t id) {
     /* No use left in this step: one that lives across steps comes back at its first use in the
      * next; one made within the step is dead (it will be freed). */
     if ((key & ROLE_BIT) == 0) return p->uses[at].pos + la->period - cur;
-    return HO_LA_NEVER;
+    return HO_NEXT_USE_NEVER;
 }
 
 uint64_t ho_la_period(const struct ho_lookahead *la) {
@@ -645,5 +576,5 @@ uint64_t ho_la_steps(const struct ho_lookahead *la) {
 
 unsigned ho_la_lead_of(const struct ho_lookahead *la, uint64_t id) {
     uint64_t key;
-    return map_get(&la->key_of, id, &key) ? lead_of_key(la, key) : la->lead0;
+    return u64map_get(&la->key_of, id, &key) ? lead_of_key(la, key) : la->lead0;
 }

@@ -28,20 +28,19 @@
 #ifndef HOSTOFF_LOOKAHEAD_H
 #define HOSTOFF_LOOKAHEAD_H
 
+#include "policy.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* Moves one launch may ask for, of each kind (the rest fall to the engine's reactive path). */
 #define HO_LA_MAX_ACTIONS 64
 
-struct ho_la_actions {
-    uint64_t evict[HO_LA_MAX_ACTIONS]; /* buffer ids to move out now */
-    size_t nevict;
-    uint64_t restore[HO_LA_MAX_ACTIONS]; /* buffer ids to bring back now */
-    size_t nrestore;
-};
-
 struct ho_lookahead;
+
+/* The policy behind the policy interface (lookahead_policy.c); false when out of memory. */
+bool ho_policy_lookahead(struct ho_policy *out, unsigned lead0);
 
 /* lead0: the first lead, in launches, before any feedback. */
 struct ho_lookahead *ho_la_create(unsigned lead0);
@@ -55,7 +54,7 @@ void ho_la_free(struct ho_lookahead *la, uint64_t id);
 void ho_la_step(struct ho_lookahead *la);
 /* A launch of function `func` using buffers `ids`: fills `out` with what to move now. */
 void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
-                  struct ho_la_actions *out);
+                  struct ho_policy_actions *out);
 /* The device bytes the buffers may keep (UINT64_MAX, the default: no budget, nothing planned). */
 void ho_la_set_budget(struct ho_lookahead *la, uint64_t bytes);
 /* The buffer was needed while not on the device: its restore was late (or never issued). */
@@ -73,9 +72,8 @@ void ho_la_set_link(struct ho_lookahead *la, double bytes_per_s);
 
 /* Whether the policy predicts now (it knows the step and the last two steps agreed). */
 bool ho_la_predicts(const struct ho_lookahead *la);
-/* Launches until buffer id's next use as predicted from the last step; HO_LA_NEVER when it has
- * none left (it is dead until freed), HO_LA_NEVER - 1 when nothing is known of it. */
-#define HO_LA_NEVER UINT64_MAX
+/* Launches until buffer id's next use as predicted from the last step; HO_NEXT_USE_NEVER when it
+ * has none left (it is dead until freed), HO_NEXT_USE_UNKNOWN when nothing is known of it. */
 uint64_t ho_la_next_use(const struct ho_lookahead *la, uint64_t id);
 
 /* For tests and the report. */

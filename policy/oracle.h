@@ -18,6 +18,8 @@
 #ifndef HOSTOFF_ORACLE_H
 #define HOSTOFF_ORACLE_H
 
+#include "policy.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,8 +50,12 @@ struct ho_oracle_plan {
 int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out);
 void ho_oracle_free(struct ho_oracle_plan *p);
 
-/* Launches after `launch` until buffer b's next use; UINT64_MAX when it has none. */
+/* Launches after `launch` until buffer b's next use; HO_NEXT_USE_NEVER when it has none. */
 uint64_t ho_oracle_next_use(const struct ho_oracle_plan *p, uint64_t b, uint64_t launch);
+
+/* The policy that follows plan (oracle_policy.c): it takes the plan over, and frees it when it
+ * cannot (out of memory: false). */
+bool ho_policy_oracle(struct ho_policy *out, struct ho_oracle_plan *plan);
 
 int ho_oracle_write(const struct ho_oracle_plan *p, FILE *f);
 /* Reads a plan file; 0 on success, else -1 with "PATH:LINE: what" in err. */

@@ -46,6 +46,7 @@ static bool choose_host_location(CUdevice dev, CUmemLocation *loc) {
 }
 
 bool ho_dev_setup(int device) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
     if (d->ready) return true;
     if (d->failed) return false;
@@ -67,8 +68,7 @@ bool ho_dev_setup(int device) {
         bool vmm = attribute(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
         eng.backend = vmm && host_vmm ? HO_BACKEND_VMM : HO_BACKEND_UVM;
         ho_log(HO_LOG_INFO, "backend %s (host-located VMM handles %s)",
-               eng.backend == HO_BACKEND_VMM ? "vmm" : "uvm",
-               host_vmm ? "supported" : "not supported");
+               ho_backend_name(eng.backend), host_vmm ? "supported" : "not supported");
     } else if (eng.backend == HO_BACKEND_VMM && !host_vmm) {
         ho_log(HO_LOG_WARN, "HOSTOFF_BACKEND=vmm, but the driver has no host-located VMM "
                             "handles: using uvm");
@@ -131,6 +131,7 @@ CUresult ho_event_record(CUevent e, CUstream s, bool per_thread) {
 }
 
 CUdeviceptr ho_va_get(uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     for (struct va_range **pp = &eng.va_pool; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->span == span) {
             struct va_range *r = *pp;
@@ -146,6 +147,7 @@ CUdeviceptr ho_va_get(uint64_t span) {
 }
 
 void ho_va_put(CUdeviceptr va, uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     struct va_range *r = malloc(sizeof *r);
     if (r == NULL) {
         ho_real.cuMemAddressFree(va, span);
@@ -202,6 +204,7 @@ bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllo
 }
 
 void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped) {
+    HO_ASSERT_HELD(&eng.lock);
     if (mapped) ho_real.cuMemUnmap(va, span);
     if (va != 0) ho_va_put(va, span);
     if (h != 0) ho_real.cuMemRelease(h);
@@ -214,6 +217,7 @@ static bool pool_has_room(uint64_t span) {
 }
 
 struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
+    HO_ASSERT_HELD(&eng.lock);
     for (struct ho_host_slot **pp = &eng.host_pool; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->span == span) {
             struct ho_host_slot *s = *pp;
@@ -244,6 +248,7 @@ struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
 }
 
 void ho_host_slot_put(struct ho_host_slot *s) {
+    HO_ASSERT_HELD(&eng.lock);
     eng.host_used -= s->span;
     if (pool_has_room(s->span)) {
         s->next = eng.host_pool;

@@ -5,40 +5,63 @@
 
 #include "log.h"
 #include "lookahead.h"
+#include "oracle.h"
 #include "real.h"
 #include "stats.h"
 #include "trace.h"
 
 #include <string.h>
 
-struct ho_engine eng = {.lock = PTHREAD_MUTEX_INITIALIZER, .granule = 2u << 20};
+struct ho_engine eng = {
+    .lock = HO_MUTEX_INITIALIZER, .granule = 2u << 20, .policy = {&ho_policy_lru_ops, NULL}};
 
 const char *ho_engine_backend_name(void) {
-    switch (eng.backend) {
-    case HO_BACKEND_VMM:
-        return "vmm";
-    case HO_BACKEND_UVM:
-        return "uvm";
-    default:
-        return "none";
-    }
+    return eng.backend == HO_BACKEND_AUTO ? "none" : ho_backend_name(eng.backend);
 }
 
 bool ho_engine_active(void) {
     return eng.active;
 }
 
+/* The oracle policy, following the plan at `path` (written by `hostoff replay --policy oracle`);
+ * false, with one line saying why, when the plan cannot be had. */
+static bool oracle_policy(const char *path, struct ho_policy *p) {
+    char err[512];
+    struct ho_oracle_plan plan = {0};
+    if (path == NULL) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_POLICY=oracle needs HOSTOFF_ORACLE_PLAN (hostoff replay "
+                             "--policy oracle writes it): using lookahead");
+        return false;
+    }
+    if (ho_oracle_read(path, &plan, err, sizeof err) != 0) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_ORACLE_PLAN=%s", err);
+        return false;
+    }
+    if (!ho_policy_oracle(p, &plan)) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_ORACLE_PLAN=%s: out of memory: using lookahead", path);
+        return false;
+    }
+    return true;
+}
+
+/* The policy the options ask for: the oracle falls back to lookahead when its plan cannot be
+ * had, lookahead to lru when out of memory. */
+static struct ho_policy choose_policy(const struct ho_options *o) {
+    struct ho_policy p = {&ho_policy_lru_ops, NULL};
+    if (o->policy == HO_CHOOSE_ORACLE && oracle_policy(o->oracle_plan, &p)) return p;
+    if (o->policy == HO_CHOOSE_LOOKAHEAD || o->policy == HO_CHOOSE_ORACLE) {
+        /* The first lead: 8 launches; late restores double it per buffer role. */
+        if (!ho_policy_lookahead(&p, 8))
+            ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
+    }
+    return p;
+}
+
 void ho_engine_init(const struct ho_options *o) {
     eng.backend = o->backend;
     eng.min_bytes = o->min_bytes;
     eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
-    bool oracle = o->policy == HO_CHOOSE_ORACLE && ho_oracle_load(o->oracle_plan);
-    if (o->policy == HO_CHOOSE_LOOKAHEAD || (o->policy == HO_CHOOSE_ORACLE && !oracle)) {
-        /* The first lead: 8 launches; late restores double it per buffer role. */
-        eng.la = ho_la_create(8);
-        if (eng.la == NULL)
-            ho_log(HO_LOG_WARN, "out of memory for the lookahead policy: using lru");
-    }
+    eng.policy = choose_policy(o);
     eng.active = true;
 }
 
@@ -58,7 +81,7 @@ void ho_engine_capture(int delta) {
 void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
     int device;
     if (!eng.active || free_bytes == NULL || total == NULL || !ho_current_device(&device)) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
     ho_dev_setup(device); /* the budget applies before the first managed allocation too */
     if (d->ready && d->budget != UINT64_MAX) {
@@ -70,16 +93,16 @@ void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
         uint64_t room = d->budget > held ? d->budget - held : 0;
         if (*free_bytes > room) *free_bytes = room;
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 bool ho_engine_reclaim(size_t bytes) {
     int device;
     if (!eng.active || atomic_load(&eng.capturing) > 0 || !ho_current_device(&device)) return false;
     uint64_t stall = 0;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     bool freed = eng.dev[device].ready && ho_reclaim_device(&eng.dev[device], bytes, &stall);
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
     ho_count_stall(stall);
     return freed;
 }
@@ -87,15 +110,15 @@ bool ho_engine_reclaim(size_t bytes) {
 /* A step marker from the application (hostoff.h): the next launch starts a training step. */
 __attribute__((visibility("default"))) void hostoff_mark_step(void) {
     ho_trace_step();
-    if (eng.la == NULL) return;
-    pthread_mutex_lock(&eng.lock);
-    ho_la_step(eng.la);
-    pthread_mutex_unlock(&eng.lock);
+    if (!eng.policy.ops->plans) return;
+    ho_mutex_lock(&eng.lock);
+    eng.policy.ops->step(eng.policy.self);
+    ho_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_stream_destroyed(CUstream s) {
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     if (eng.npend > 0 && eng.pend_stream == s) ho_clock_flush(); /* while s still exists */
     for (struct ho_managed *m = eng.all; m != NULL; m = m->next) {
         if (!ho_users_drop_stream(m, s)) continue;
@@ -106,7 +129,7 @@ void ho_engine_stream_destroyed(CUstream s) {
         if (!ho_users_add_event(m, e, s, false)) ho_real.cuStreamSynchronize(s);
         ho_ctx_pop();
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 bool ho_engine_capturing(void) {
@@ -120,7 +143,7 @@ void ho_engine_pin_escaped(uint64_t addr) {
     struct ho_managed *m = b != NULL ? b->engine : NULL;
     ho_registry_read_end();
     if (m == NULL) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     if (!m->pinned) {
         /* Its bytes must be where its handle is for good: a move on its way finishes or gives
          * way, and a buffer away is brought back when there is room (else it stays pinned on
@@ -135,7 +158,7 @@ void ho_engine_pin_escaped(uint64_t addr) {
         ho_defer_drop(dev_of(m), m);
         ho_count(&ho_stats.counts_escaped_handles, 1);
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_pin(uint64_t addr) {
@@ -144,14 +167,14 @@ void ho_engine_pin(uint64_t addr) {
     struct ho_managed *m = b != NULL ? b->engine : NULL;
     ho_registry_read_end();
     if (m == NULL) return;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     m->pinned = true;
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }
 
 void ho_engine_fork_child(void) {
     /* The parent's device state is unusable in the child: forget it, move nothing. */
-    pthread_mutex_init(&eng.lock, NULL);
+    ho_mutex_reinit(&eng.lock);
     memset(eng.dev, 0, sizeof eng.dev);
     eng.all = NULL;
     eng.host_pool = NULL;

@@ -61,19 +61,19 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     if (!ho_current_device(&device))
         return CUDA_ERROR_NOT_SUPPORTED; /* no context: the driver gives its own answer */
     struct ho_managed *m = calloc(1, sizeof *m);
-    if (m != NULL) m->ordinal = UINT64_MAX;
     if (m == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    m->pol.id = policy_id(m);
     m->device = device;
     m->size = bytes;
     atomic_flag_clear(&m->users_lock);
     uint64_t stall = 0;
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
     if (ho_dev_setup(device)) {
         m->span = (bytes + eng.granule - 1) / eng.granule * eng.granule;
         rc = alloc_locked(&eng.dev[device], m, &stall);
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
     ho_count_stall(stall);
     if (rc != CUDA_SUCCESS) {
         free(m);
@@ -84,20 +84,19 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     m->site = ho_site_capture();
     struct ho_buffer *b = ho_registry_add(m->va, bytes, device, kind);
     if (b == NULL) {
-        pthread_mutex_lock(&eng.lock);
+        ho_mutex_lock(&eng.lock);
         ho_start_free(m);
-        pthread_mutex_unlock(&eng.lock);
+        ho_mutex_unlock(&eng.lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     m->id = b->id;
     b->site = m->site;
     m->record = b;
     b->engine = m;
-    if (eng.la != NULL || ho_oracle_on()) {
-        pthread_mutex_lock(&eng.lock);
-        if (eng.la != NULL) ho_la_alloc(eng.la, policy_id(m), m->span, m->site);
-        if (ho_oracle_on()) ho_oracle_alloc(m);
-        pthread_mutex_unlock(&eng.lock);
+    if (eng.policy.ops->plans) { /* the others hear of no allocation: no lock taken for them */
+        ho_mutex_lock(&eng.lock);
+        eng.policy.ops->alloc(eng.policy.self, &m->pol, m->span, m->site);
+        ho_mutex_unlock(&eng.lock);
     }
     ho_count(&ho_stats.counts_allocs, 1);
     ho_count(&ho_stats.bytes_allocated, bytes);
@@ -112,13 +111,12 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     if (b == NULL) return false;
     struct ho_managed *m = b->engine;
     ho_count(&ho_stats.counts_frees, 1);
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     ho_issue_wait();
     m->record = NULL;
     ho_want_drop(dev_of(m), m);
     ho_defer_drop(dev_of(m), m);
-    if (eng.la != NULL) ho_la_free(eng.la, policy_id(m));
-    if (ho_oracle_on()) ho_oracle_forget(m);
+    eng.policy.ops->free(eng.policy.self, &m->pol);
     ho_clock_forget(m);
     if (async) ho_users_add(m, stream, per_thread, ho_use_seq_next());
     if (async && implicit_per_thread(stream, per_thread)) {
@@ -139,6 +137,6 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
         m->free_requested = true;
     else
         ho_start_free(m);
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
     return true;
 }

@@ -1,15 +1,34 @@
 /* The engine's own state, shared by its files: engine.c (state, the public calls that are not
  * uses, allocations or moves), engine_clock.c, engine_uses.c (issuing and use lists),
  * engine_move.c (moves and progress), engine_room.c (budget, victims), engine_alloc.c,
- * engine_plan.c / engine_oracle.c / engine_timing.c (the policies' side) and arena.c (address
- * ranges, physical handles, events, per-device setup). Everything here is guarded by
- * eng.lock except the fields marked atomic, which the launch fast path reads and writes. */
+ * engine_plan.c / engine_timing.c (the policy's side) and arena.c (address ranges, physical
+ * handles, events, per-device setup). Everything here is guarded by eng.lock except the fields
+ * marked atomic, which the launch fast path reads and writes.
+ *
+ * Locks, in the order they are taken: a thread holding one takes only locks further down.
+ *
+ *   lock                        guards                               notes
+ *   graphs_lock (track.c)       graph executables' buffer lists      reads the registry under it
+ *   registry rwlock             address -> buffer records            launches take eng.lock under
+ *                                                                    its read side: alloc and free
+ *                                                                    write it outside eng.lock
+ *   eng.lock (struct ho_mutex)  this header's state, the policy      slow paths only, never the
+ *                                                                    launch fast path
+ *   m->users_lock (spin)        one buffer's stream and event lists  a few loads and stores
+ *   events_lock (arena.c)       the event pools                      a pop or a push
+ *   the trace lock (trace.c)    the trace buffer                     takes nothing of the engine's
+ *
+ * Not a lock, but ordered like one: a thread holding eng.lock waits (ho_issue_wait) for threads
+ * inside the issuing section, so a thread inside it never takes eng.lock (engine_uses.c leaves
+ * the section first). Functions that need eng.lock say so and check it in checked builds:
+ * HO_ASSERT_HELD(&eng.lock) (mutex.h). */
 #ifndef HOSTOFF_ENGINE_INTERNAL_H
 #define HOSTOFF_ENGINE_INTERNAL_H
 
 #include "engine.h"
-#include "lookahead.h"
+#include "mutex.h"
 #include "options.h"
+#include "policy.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -73,9 +92,9 @@ struct ho_managed {
     struct ho_clock *clock; /* recorded after its latest clocked use, on clock_stream */
     uint64_t clock_seq;     /* the use sequence of that use: valid while it equals last_use */
     CUstream clock_stream;
-    uint64_t ordinal;        /* the oracle's number for it (UINT64_MAX: none) */
-    uint64_t site;           /* where it was allocated (site.h) */
-    struct ho_managed *next; /* all managed buffers of the process */
+    struct ho_policy_buffer pol; /* the policy's name and note for it */
+    uint64_t site;               /* where it was allocated (site.h) */
+    struct ho_managed *next;     /* all managed buffers of the process */
 };
 
 enum ho_tr_kind { HO_TR_EVICT, HO_TR_RESTORE, HO_TR_FREE };
@@ -140,7 +159,7 @@ struct ho_dev {
 };
 
 struct ho_engine {
-    pthread_mutex_t lock;
+    struct ho_mutex lock;
     bool active;
     enum ho_backend backend;
     uint64_t min_bytes, host_limit;
@@ -148,11 +167,12 @@ struct ho_engine {
     struct ho_managed *all;
     uint64_t granule;
     _Atomic uint64_t use_seq;
-    _Atomic int inflight;    /* moves in flight, all devices */
-    _Atomic int moving;      /* evictions and restores between state change and completion */
-    _Atomic int capturing;   /* stream captures in progress */
-    struct ho_lookahead *la; /* the lookahead policy, when it runs */
-    _Atomic bool timing;     /* the policy wants this step's launches timed */
+    _Atomic int inflight;     /* moves in flight, all devices */
+    _Atomic int moving;       /* evictions and restores between state change and completion */
+    _Atomic int capturing;    /* stream captures in progress */
+    struct ho_policy policy;  /* lru, lookahead or oracle: asked only through its operations */
+    bool policy_budget_given; /* it was told the budget (of the first device it saw a launch on) */
+    _Atomic bool timing;      /* the policy wants this step's launches timed */
     struct ho_timed_launch
         *timed; /* timed launches whose durations are not read yet, oldest first */
     size_t ntimed, captimed;
@@ -178,9 +198,13 @@ static inline struct ho_dev *dev_of(const struct ho_managed *m) {
     return &eng.dev[m->device];
 }
 
-/* The policy's id for a buffer: the engine's own pointer, opaque to it. */
+/* The policy's id for a buffer: the engine's own pointer, opaque to it; and back. */
 static inline uint64_t policy_id(const struct ho_managed *m) {
     return (uint64_t)(uintptr_t)m;
+}
+
+static inline struct ho_managed *policy_buffer(uint64_t id) {
+    return (struct ho_managed *)(uintptr_t)id;
 }
 
 /* engine.c: the device of the calling thread's current context, when there is one the engine
@@ -273,17 +297,6 @@ void ho_timing_drop(struct ho_dev *d, CUevent e);
 uint64_t ho_timing_read(struct ho_dev *d, CUevent a, CUevent b);
 void ho_timing_poll(void);
 void ho_timing_add(struct ho_dev *d, CUevent before, uint64_t launch, CUstream s, bool per_thread);
-
-/* engine_oracle.c: the oracle policy's plan (eng.lock held for all but the load): load it at
- * start; number each managed buffer and forget it when freed; the moves after the next launch
- * (at most cap of each kind); launches until a buffer's next use (UINT64_MAX: none left). */
-bool ho_oracle_load(const char *path);
-bool ho_oracle_on(void);
-void ho_oracle_alloc(struct ho_managed *m);
-void ho_oracle_forget(struct ho_managed *m);
-size_t ho_oracle_launch(struct ho_managed **evict, size_t *nevict, struct ho_managed **restore,
-                        size_t *nrestore, size_t cap);
-uint64_t ho_oracle_next(const struct ho_managed *m);
 
 /* engine_plan.c, the engine's side of the policies (eng.lock held): whether a policy predicts
  * next uses now, and launches until m's; release a clock reference; record the pending clock

@@ -4,7 +4,6 @@
 #include "engine_internal.h"
 
 #include "log.h"
-#include "lookahead.h"
 #include "real.h"
 #include "stats.h"
 #include "trace.h"
@@ -12,6 +11,7 @@
 #include <stdlib.h>
 
 static void enqueue(struct ho_dev *d, int q, struct ho_transition *tr) {
+    HO_ASSERT_HELD(&eng.lock);
     tr->next = NULL;
     if (d->tail[q] != NULL)
         d->tail[q]->next = tr;
@@ -23,6 +23,7 @@ static void enqueue(struct ho_dev *d, int q, struct ho_transition *tr) {
 
 /* Records the end of a move's copy and queues it (eng.lock held, context current). */
 static bool finish_submit(struct ho_dev *d, int q, struct ho_transition *tr) {
+    HO_ASSERT_HELD(&eng.lock);
     tr->done = ho_event_get(d);
     if (tr->done == NULL || ho_real.cuEventRecord(tr->done, d->stream[q]) != CUDA_SUCCESS) {
         /* No event: wait for the copy now, so completion can proceed at once. */
@@ -39,6 +40,7 @@ static bool finish_submit(struct ho_dev *d, int q, struct ho_transition *tr) {
 }
 
 bool ho_start_evict(struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     struct ho_transition *tr = calloc(1, sizeof *tr);
     if (tr == NULL) return false;
@@ -85,6 +87,7 @@ bool ho_start_evict(struct ho_managed *m) {
  * holds the bytes). */
 static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
                   CUmemGenericAllocationHandle fallback) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     if (ho_real.cuMemUnmap(m->va, m->span) != CUDA_SUCCESS) return false;
     if (ho_map_rw(d, m->va, m->span, h, m->device)) return true;
@@ -97,6 +100,7 @@ static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
 }
 
 static void complete_evict(struct ho_transition *tr) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
     d->evicting -= m->span;
@@ -124,15 +128,16 @@ static void complete_evict(struct ho_transition *tr) {
 }
 
 static void complete_restore(struct ho_transition *tr) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
-    if (tr->timed[0] != NULL && tr->timed[1] != NULL && eng.la != NULL) {
+    if (tr->timed[0] != NULL && tr->timed[1] != NULL) {
         /* The fastest restore is the link's own rate: slower ones shared it with evictions. */
         uint64_t ns = ho_timing_read(d, tr->timed[0], tr->timed[1]);
         double rate = ns > 0 ? (double)m->span / (double)ns : 0;
         if (rate > eng.link_bytes_per_ns) {
             eng.link_bytes_per_ns = rate;
-            ho_la_set_link(eng.la, rate * 1e9);
+            eng.policy.ops->set_link(eng.policy.self, rate * 1e9);
         }
     }
     ho_timing_drop(d, tr->timed[0]);
@@ -160,6 +165,7 @@ static void complete_restore(struct ho_transition *tr) {
 }
 
 static void complete_free(struct ho_transition *tr) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_managed *m = tr->m;
     struct ho_dev *d = dev_of(m);
     ho_clock_put(d, m->clock);
@@ -193,6 +199,7 @@ static void complete_free(struct ho_transition *tr) {
 
 /* Completes the head of queue q (its copy is done). eng.lock held. */
 static void complete_head(struct ho_dev *d, int q) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_transition *tr = d->head[q];
     d->head[q] = tr->next;
     if (d->head[q] == NULL) d->tail[q] = NULL;
@@ -226,6 +233,7 @@ static void complete_head(struct ho_dev *d, int q) {
 /* Waits for the move in flight on m (if any) and completes it and everything queued before it on
  * the same queue. Returns the stall in ns. eng.lock held. */
 uint64_t ho_wait_move(struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_transition *tr = m->tr;
     if (tr == NULL) return 0;
     struct ho_dev *d = dev_of(m);
@@ -249,6 +257,7 @@ uint64_t ho_wait_move(struct ho_managed *m) {
 }
 
 void ho_start_free(struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     m->free_requested = false;
     if (!ho_users_queued(m) && !ho_unseen_pending()) {
@@ -288,6 +297,7 @@ void ho_start_free(struct ho_managed *m) {
  * m stays host-mapped. `stall` accumulates what waiting for room cost. */
 bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect,
                       uint64_t *stall_out) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     uint64_t stall = 0;
     if (ho_make_room(d, m->span, protect, nprotect, &stall) != HO_ROOM_OK) {
@@ -320,7 +330,7 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
     atomic_store(&m->state, HO_RESTORING);
     ho_issue_wait();
     ho_barrier(m, HO_Q_RESTORE);
-    bool time_it = eng.la != NULL &&
+    bool time_it = eng.policy.ops->timed &&
                    (eng.restores_timed < HO_LINK_FIRST || eng.restores_timed % HO_LINK_SAMPLE == 0);
     eng.restores_timed++;
     if (time_it) tr->timed[0] = ho_timing_event(d, d->stream[HO_Q_RESTORE], false);
@@ -352,6 +362,7 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
 /* Brings m back and waits for it: a demand restore, counted as a stall. False when there is no
  * room: m stays host-mapped and the use reads it remotely, correctly. */
 bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect) {
+    HO_ASSERT_HELD(&eng.lock);
     uint64_t stall = 0;
     bool started = ho_start_restore(m, protect, nprotect, &stall);
     if (started) {
@@ -369,7 +380,7 @@ void ho_engine_progress(void) {
     if (atomic_load_explicit(&eng.inflight, memory_order_relaxed) == 0 ||
         atomic_load_explicit(&eng.capturing, memory_order_relaxed) > 0)
         return;
-    if (pthread_mutex_trylock(&eng.lock) != 0) return; /* someone else is making progress */
+    if (!ho_mutex_trylock(&eng.lock)) return; /* someone else is making progress */
     if (eng.ntimed > 0) ho_timing_poll();
     for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
         struct ho_dev *d = &eng.dev[dv];
@@ -389,5 +400,5 @@ void ho_engine_progress(void) {
         if (d->ndefer > 0 && atomic_load(&eng.capturing) == 0) ho_defer_poll(d);
         if (d->nwant > 0 && atomic_load(&eng.capturing) == 0) ho_want_start(d);
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
 }

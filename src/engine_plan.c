@@ -4,7 +4,6 @@
  * policy what to move (ARCHITECTURE.md, "Planned moves"). Everything here runs under eng.lock. */
 #include "real.h"
 #include "engine_internal.h"
-#include "lookahead.h"
 #include "policy.h"
 #include "engine.h"
 #include "stats.h"
@@ -15,15 +14,17 @@
 /* Whether a policy predicts next uses now (lookahead once it trusts its step; the oracle always),
  * and its prediction for m: launches until m's next use. */
 bool ho_predicting(void) {
-    return ho_oracle_on() || (eng.la != NULL && ho_la_predicts(eng.la));
+    HO_ASSERT_HELD(&eng.lock);
+    return eng.policy.ops->predicts(eng.policy.self);
 }
 
 uint64_t ho_predicted_next_use(const struct ho_managed *m) {
-    if (ho_oracle_on()) return ho_oracle_next(m);
-    return eng.la != NULL ? ho_la_next_use(eng.la, policy_id(m)) : HO_NEXT_USE_UNKNOWN;
+    HO_ASSERT_HELD(&eng.lock);
+    return eng.policy.ops->next_use(eng.policy.self, &m->pol);
 }
 
 void ho_clock_put(struct ho_dev *d, struct ho_clock *c) {
+    HO_ASSERT_HELD(&eng.lock);
     if (c == NULL || --c->refs > 0) return;
     ho_event_put(d, c->e);
     free(c);
@@ -31,6 +32,7 @@ void ho_clock_put(struct ho_dev *d, struct ho_clock *c) {
 
 /* Names m's latest use (seq, on stream s) by clock c. eng.lock held. */
 static void clock_set(struct ho_managed *m, struct ho_clock *c, uint64_t seq, CUstream s) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     if (m->clock != c) { /* a buffer used twice since the last clock is named once */
         ho_clock_put(d, m->clock);
@@ -44,6 +46,7 @@ static void clock_set(struct ho_managed *m, struct ho_clock *c, uint64_t seq, CU
 /* Planned evictions wait on their device's list until the launch they follow has run
  * (engine_internal.h). eng.lock held for all three. */
 void ho_defer_drop(struct ho_dev *d, struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     if (!m->deferred) return;
     for (size_t i = 0; i < d->ndefer; i++) {
         if (d->defer[i].m != m) continue;
@@ -58,6 +61,7 @@ void ho_defer_drop(struct ho_dev *d, struct ho_managed *m) {
 
 /* False when it could not be listed: the caller evicts at once instead. */
 static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool per_thread) {
+    HO_ASSERT_HELD(&eng.lock);
     if (m->deferred) return true;
     if (d->ndefer == d->capdefer) {
         size_t cap = d->capdefer ? d->capdefer * 2 : 64;
@@ -95,6 +99,7 @@ static uint64_t background_cap(const struct ho_dev *d) {
 
 /* Starts the planned evictions whose launch has run, oldest first, while the link has room. */
 void ho_defer_poll(struct ho_dev *d) {
+    HO_ASSERT_HELD(&eng.lock);
     while (d->ndefer > 0 && d->evicting < background_cap(d)) {
         ho_ctx_push(d);
         CUresult rc = ho_real.cuEventQuery(d->defer[0].after);
@@ -113,6 +118,7 @@ void ho_defer_poll(struct ho_dev *d) {
 /* Prefetches the plan asked for but that had no room yet: they start, oldest first, as evictions
  * complete, so a prefetch never makes the application wait for room. eng.lock held. */
 void ho_want_drop(struct ho_dev *d, struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     if (!m->wanted) return;
     for (size_t i = 0; i < d->nwant; i++) {
         if (d->want[i] != m) continue;
@@ -124,6 +130,7 @@ void ho_want_drop(struct ho_dev *d, struct ho_managed *m) {
 }
 
 static void want_add(struct ho_dev *d, struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     if (m->wanted) return;
     if (d->nwant == d->capwant) {
         size_t cap = d->capwant ? d->capwant * 2 : 64;
@@ -137,6 +144,7 @@ static void want_add(struct ho_dev *d, struct ho_managed *m) {
 }
 
 void ho_want_start(struct ho_dev *d) {
+    HO_ASSERT_HELD(&eng.lock);
     while (d->nwant > 0) {
         struct ho_managed *m = d->want[0];
         if (atomic_load(&m->state) == HO_HOST && m->tr == NULL) {
@@ -167,6 +175,7 @@ void ho_want_start(struct ho_dev *d) {
  * the host keeps running ahead of the device. eng.lock held. */
 #define HEADROOM_SHARE 16 /* 1/16 of the budget */
 static void keep_headroom(struct ho_dev *d) {
+    HO_ASSERT_HELD(&eng.lock);
     if (d->budget == UINT64_MAX || !ho_predicting()) return;
     uint64_t headroom = d->budget / HEADROOM_SHARE;
     ho_defer_poll(d);
@@ -186,6 +195,7 @@ static void keep_headroom(struct ho_dev *d) {
          tools/bench_policy.py): past 4 the policy loses; below it, launches pay */
 
 void ho_clock_flush(void) {
+    HO_ASSERT_HELD(&eng.lock);
     if (eng.npend == 0) return;
     struct ho_dev *d = eng.pend_dev;
     struct ho_clock *c = malloc(sizeof *c);
@@ -209,6 +219,7 @@ void ho_clock_flush(void) {
 }
 
 static void clock_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d0 = dev_of(t->m[0]);
     if (d0->budget == UINT64_MAX || implicit_per_thread(s, per_thread)) return;
     CUstream cs = s != NULL ? s : CU_STREAM_LEGACY;
@@ -224,6 +235,7 @@ static void clock_launch(const struct ho_engine_touch *t, CUstream s, bool per_t
 
 /* A freed buffer leaves the pending uses. eng.lock held. */
 void ho_clock_forget(struct ho_managed *m) {
+    HO_ASSERT_HELD(&eng.lock);
     for (int i = 0; i < eng.npend;)
         if (eng.pend[i].m == m)
             eng.pend[i] = eng.pend[--eng.npend];
@@ -231,15 +243,12 @@ void ho_clock_forget(struct ho_managed *m) {
             i++;
 }
 
-#define PLAN_ACTIONS 256 /* moves one launch may start; the rest fall to the reactive path */
-
-/* After a launch: tell the policy (lookahead, or the oracle's plan), then start the moves it asks
- * for. Proactive moves only happen under a budget (without one nothing needs the room), never
- * during capture, and a prefetch only takes room that is free now: it must not make the
- * application wait. */
+/* After a launch: tell the policy, then start the moves it asks for. Proactive moves only happen
+ * under a budget (without one nothing needs the room), never during capture, and a prefetch only
+ * takes room that is free now: it must not make the application wait. */
 void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
-    struct ho_managed *evict[PLAN_ACTIONS], *restore[PLAN_ACTIONS];
-    size_t nevict = 0, nrestore = 0;
+    const struct ho_policy *p = &eng.policy;
+    struct ho_policy_actions a;
     uint64_t ids_inline[HO_TOUCH_INLINE], *ids = ids_inline;
     /* The policy hears of every buffer when there is room for the list, else of the first ones. */
     int n = t->n;
@@ -254,39 +263,28 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         ids[i] = policy_id(t->m[i]);
         sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
     }
-    pthread_mutex_lock(&eng.lock);
-    if (eng.la != NULL) {
+    ho_mutex_lock(&eng.lock);
+    if (!eng.policy_budget_given) {
         /* The plan is for one device's budget: the first one the policy sees a launch on. */
-        static bool budget_given;
-        if (!budget_given) {
-            ho_la_set_budget(eng.la, dev_of(t->m[0])->budget);
-            budget_given = true;
-        }
-        struct ho_la_actions a;
-        ho_la_launch(eng.la, sig, ids, (size_t)n, &a);
-        for (size_t i = 0; i < a.nevict; i++)
-            evict[nevict++] = (struct ho_managed *)(uintptr_t)a.evict[i];
-        for (size_t i = 0; i < a.nrestore; i++)
-            restore[nrestore++] = (struct ho_managed *)(uintptr_t)a.restore[i];
-        if (t->timing_before != NULL)
-            ho_timing_add(dev_of(t->m[0]), t->timing_before, ho_la_launches(eng.la) - 1, s,
-                          per_thread);
-        atomic_store_explicit(&eng.timing, ho_la_wants_timing(eng.la), memory_order_relaxed);
-    } else {
-        ho_oracle_launch(evict, &nevict, restore, &nrestore, PLAN_ACTIONS);
+        p->ops->set_budget(p->self, dev_of(t->m[0])->budget);
+        eng.policy_budget_given = true;
     }
+    uint64_t launch = p->ops->launch(p->self, sig, ids, (size_t)n, &a);
+    if (t->timing_before != NULL)
+        ho_timing_add(dev_of(t->m[0]), t->timing_before, launch, s, per_thread);
+    atomic_store_explicit(&eng.timing, p->ops->wants_timing(p->self), memory_order_relaxed);
     clock_launch(t, s, per_thread);
     if (atomic_load(&eng.capturing) == 0) {
-        for (size_t i = 0; i < nevict; i++) {
-            struct ho_managed *m = evict[i];
+        for (size_t i = 0; i < a.nevict; i++) {
+            struct ho_managed *m = policy_buffer(a.evict[i]);
             if (dev_of(m)->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
                 atomic_load(&m->state) != HO_RESIDENT)
                 continue;
             if (!defer_add(dev_of(m), m, s, per_thread)) ho_start_evict(m);
         }
         keep_headroom(dev_of(t->m[0]));
-        for (size_t i = 0; i < nrestore; i++) {
-            struct ho_managed *m = restore[i];
+        for (size_t i = 0; i < a.nrestore; i++) {
+            struct ho_managed *m = policy_buffer(a.restore[i]);
             struct ho_dev *d = dev_of(m);
             if (d->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
                 atomic_load(&m->state) != HO_HOST)
@@ -295,6 +293,6 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
             ho_want_start(d);
         }
     }
-    pthread_mutex_unlock(&eng.lock);
+    ho_mutex_unlock(&eng.lock);
     if (ids != ids_inline) free(ids);
 }

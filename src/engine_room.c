@@ -16,12 +16,14 @@ void ho_device_bytes(int64_t delta) {
 }
 
 void ho_note_host_peak(void) {
+    HO_ASSERT_HELD(&eng.lock);
     ho_peak(&ho_stats.bytes_peak_host, eng.host_used + eng.host_pooled);
 }
 
 /* Gives cached device memory back until `need` more bytes fit under `limit` (or the cache is
  * empty). eng.lock held. */
 void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit) {
+    HO_ASSERT_HELD(&eng.lock);
     while (d->cache != NULL && d->resident + need > limit) {
         struct ho_cached *c = d->cache;
         d->cache = c->next;
@@ -37,6 +39,7 @@ void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit) {
 /* Takes cached device memory of exactly `span` bytes, still mapped, or returns false. */
 bool ho_cache_take(struct ho_dev *d, uint64_t span, CUdeviceptr *va,
                    CUmemGenericAllocationHandle *dev) {
+    HO_ASSERT_HELD(&eng.lock);
     for (struct ho_cached **pp = &d->cache; *pp != NULL; pp = &(*pp)->next) {
         struct ho_cached *c = *pp;
         if (c->span != span) continue;
@@ -63,6 +66,7 @@ static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *
  * recently used. */
 size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                     int nprotect, uint64_t beyond, bool *host_full) {
+    HO_ASSERT_HELD(&eng.lock);
     bool predicts = ho_predicting();
     size_t started = 0;
     while (d->resident - d->evicting + need > d->budget && !*host_full) {
@@ -109,6 +113,7 @@ size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *p
  * wait for the oldest of them to land and try again. eng.lock held. */
 enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                           int nprotect, uint64_t *stall) {
+    HO_ASSERT_HELD(&eng.lock);
     if (d->budget == UINT64_MAX || need > d->budget)
         return need > d->budget ? HO_ROOM_NONE : HO_ROOM_OK;
     ho_cache_trim(d, need, d->budget);
@@ -161,6 +166,7 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
 /* A device allocation failed for lack of memory: finish what is on its way out, then evict more.
  * Returns true when something was freed. eng.lock held. */
 bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
+    HO_ASSERT_HELD(&eng.lock);
     uint64_t before = d->resident;
     ho_cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
     if (d->resident < before) return true;
@@ -181,6 +187,7 @@ void ho_count_stall(uint64_t ns) {
 
 CUresult ho_create_device_handle(struct ho_dev *d, uint64_t span, CUmemGenericAllocationHandle *h,
                                  uint64_t *stall) {
+    HO_ASSERT_HELD(&eng.lock);
     for (;;) {
         CUresult rc = ho_real.cuMemCreate(h, span, &d->dev_prop, 0);
         if (rc != CUDA_ERROR_OUT_OF_MEMORY) return rc;

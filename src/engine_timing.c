@@ -2,7 +2,6 @@
  * back at progress points and given to the policy by launch index. */
 #include "engine_internal.h"
 #include "real.h"
-#include "lookahead.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +40,7 @@ uint64_t ho_timing_read(struct ho_dev *d, CUevent a, CUevent b) {
 
 /* Reads the durations of timed launches that have run, oldest first. eng.lock held. */
 void ho_timing_poll(void) {
+    HO_ASSERT_HELD(&eng.lock);
     size_t done = 0;
     while (done < eng.ntimed) {
         struct ho_timed_launch *tl = &eng.timed[done];
@@ -51,7 +51,7 @@ void ho_timing_poll(void) {
         if (rc == CUDA_ERROR_NOT_READY) break;
         if (rc == CUDA_SUCCESS) {
             uint64_t ns = ho_timing_read(d, tl->before, tl->after);
-            ho_la_duration(eng.la, tl->launch, ns);
+            eng.policy.ops->duration(eng.policy.self, tl->launch, ns);
         }
         ho_timing_drop(d, tl->before);
         ho_timing_drop(d, tl->after);
@@ -65,6 +65,7 @@ void ho_timing_poll(void) {
 
 /* A timed launch was issued as the policy's launch `launch`. eng.lock held. */
 void ho_timing_add(struct ho_dev *d, CUevent before, uint64_t launch, CUstream s, bool per_thread) {
+    HO_ASSERT_HELD(&eng.lock);
     CUevent after = NULL;
     if (eng.ntimed < TIMED_MAX && eng.ntimed == eng.captimed) {
         size_t cap = eng.captimed ? eng.captimed * 2 : 1024;

@@ -4,8 +4,8 @@
  * ho_engine_finish). The protocol that keeps remaps safe is described in engine.h. */
 #include "engine_internal.h"
 
-#include "lookahead.h"
 #include "real.h"
+#include "thread_slots.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -17,44 +17,17 @@
  * saw the old state can still be on its way (the protocol in engine.h). An uncontended add and a
  * store per call, on a line only this thread writes: far cheaper than a locked add per buffer. */
 struct issue_slot {
+    struct ho_thread_slot slot; /* first: its place in the list (thread_slots.h) */
     _Atomic uint64_t seq;
-    _Atomic bool free; /* its thread has exited */
-    struct issue_slot *next;
 };
 
-static _Atomic(struct issue_slot *) issue_slots;
-static _Thread_local struct issue_slot *my_slot;
-static pthread_key_t slot_key;
-static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
-
-static void slot_release(void *p) {
-    struct issue_slot *sl = p;
-    my_slot = NULL;
-    atomic_store_explicit(&sl->free, true, memory_order_release);
-}
-
-static void slot_key_make(void) {
-    pthread_key_create(&slot_key, slot_release);
-}
+static struct ho_thread_slots issue_slots = HO_THREAD_SLOTS(struct issue_slot);
+static _Thread_local struct ho_thread_slot *my_slot;
 
 static struct issue_slot *slot_get(void) {
-    if (my_slot != NULL) return my_slot;
-    pthread_once(&slot_key_once, slot_key_make);
-    struct issue_slot *sl;
-    for (sl = atomic_load(&issue_slots); sl != NULL; sl = sl->next) {
-        bool was_free = true;
-        if (atomic_compare_exchange_strong(&sl->free, &was_free, false)) break;
-    }
-    if (sl == NULL) {
-        sl = calloc(1, sizeof *sl);
-        if (sl == NULL) return NULL;
-        sl->next = atomic_load(&issue_slots);
-        while (!atomic_compare_exchange_weak(&issue_slots, &sl->next, sl)) {
-        }
-    }
-    pthread_setspecific(slot_key, sl);
-    my_slot = sl;
-    return sl;
+    struct ho_thread_slot *s =
+        my_slot != NULL ? my_slot : ho_thread_slot_take(&issue_slots, &my_slot);
+    return (struct issue_slot *)s;
 }
 
 /* Enters the issuing section. A sequentially consistent add on a line only this thread writes
@@ -72,8 +45,10 @@ static void issue_end(struct issue_slot *sl) {
 /* Waits until no thread is in the middle of issuing a call that may have seen a state from
  * before now (eng.lock held; the caller changed a state just before). */
 void ho_issue_wait(void) {
-    for (struct issue_slot *sl = atomic_load(&issue_slots); sl != NULL; sl = sl->next) {
-        if (sl == my_slot) continue; /* this thread is not issuing: it is moving */
+    HO_ASSERT_HELD(&eng.lock);
+    for (struct ho_thread_slot *s = ho_thread_slots_first(&issue_slots); s != NULL; s = s->next) {
+        if (s == my_slot) continue; /* this thread is not issuing: it is moving */
+        struct issue_slot *sl = (struct issue_slot *)s;
         uint64_t v = atomic_load_explicit(&sl->seq, memory_order_seq_cst);
         if ((v & 1) == 0) continue;
         while (atomic_load_explicit(&sl->seq, memory_order_acquire) == v)
@@ -167,6 +142,7 @@ bool ho_users_drop_stream(struct ho_managed *m, CUstream s) {
 /* Makes copy queue q of m's device wait for every use of m queued so far (eng.lock held, the
  * device context current). Those uses are then covered: the list starts afresh. */
 void ho_barrier(struct ho_managed *m, int q) {
+    HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     ho_unseen_wait(d->stream[q]); /* whatever it touched, it may have touched m */
     users_lock(m);
@@ -210,13 +186,13 @@ void ho_barrier(struct ho_managed *m, int q) {
  * move in, or brings it back on demand. */
 static void settle(struct ho_managed *m, bool restore, struct ho_managed *const *protect,
                    int nprotect) {
+    HO_ASSERT_HELD(&eng.lock);
     bool capturing = atomic_load(&eng.capturing) > 0;
     /* A launch found it still on its way back, or queued for a prefetch that had no room yet:
      * the plan brought it too late. (One the plan never asked for is not late: it is unplanned.) */
-    if (restore && eng.la != NULL &&
-        (atomic_load(&m->state) == HO_RESTORING ||
-         (m->wanted && atomic_load(&m->state) == HO_HOST)))
-        ho_la_late(eng.la, policy_id(m));
+    if (restore && (atomic_load(&m->state) == HO_RESTORING ||
+                    (m->wanted && atomic_load(&m->state) == HO_HOST)))
+        eng.policy.ops->late(eng.policy.self, &m->pol);
     ho_want_drop(dev_of(m), m);
     switch (atomic_load(&m->state)) {
     case HO_EVICTING:
@@ -294,7 +270,7 @@ void ho_engine_prepare_ex(struct ho_buffer *const *bufs, int n, CUstream s, bool
         }
         issue_end(sl);
     }
-    pthread_mutex_lock(&eng.lock);
+    ho_mutex_lock(&eng.lock);
     if (unseen) ho_unseen_cancel_moves();
     for (int i = 0; i < t->n; i++)
         settle(t->m[i], restore, t->m, t->n);
@@ -307,7 +283,7 @@ void ho_engine_prepare_ex(struct ho_buffer *const *bufs, int n, CUstream s, bool
     if (sl != NULL) {
         issue_begin(sl);
         t->slot = sl;
-        pthread_mutex_unlock(&eng.lock);
+        ho_mutex_unlock(&eng.lock);
     } else {
         t->locked = true; /* no slot: hold eng.lock until the call is issued */
     }
@@ -337,11 +313,11 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
         }
     }
     if (t->slot != NULL) issue_end(t->slot);
-    if (t->locked) pthread_mutex_unlock(&eng.lock);
+    if (t->locked) ho_mutex_unlock(&eng.lock);
     /* The policies plan for a budget: without one nothing moves ahead of need. */
     if (t->n == 0) {
         /* unseen only: nothing to plan */
-    } else if ((eng.la != NULL || ho_oracle_on()) && issued && t->func != 0 &&
+    } else if (eng.policy.ops->plans && issued && t->func != 0 &&
                dev_of(t->m[0])->budget != UINT64_MAX) {
         ho_plan_after_launch(t, s, per_thread);
     } else if (t->timing_before != NULL) {

@@ -4,11 +4,6 @@
 
 _Atomic int ho_mode_value = HO_MODE_OFF;
 
-const char *ho_mode_name(enum ho_mode mode) {
-    static const char *const names[] = {"off", "track", "offload"};
-    return (unsigned)mode < sizeof names / sizeof names[0] ? names[mode] : "off";
-}
-
 void ho_mode_set(enum ho_mode mode) {
     atomic_store(&ho_mode_value, (int)mode);
 }

@@ -14,9 +14,6 @@ static inline enum ho_mode ho_mode(void) {
     return (enum ho_mode)atomic_load_explicit(&ho_mode_value, memory_order_relaxed);
 }
 
-/* "off", "track" or "offload": the one spelling reports, traces and logs use. */
-const char *ho_mode_name(enum ho_mode mode);
-
 /* Sets the mode once initialisation has decided it. */
 void ho_mode_set(enum ho_mode mode);
 

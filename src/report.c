@@ -2,11 +2,14 @@
 #include "site.h"
 
 #include "log.h"
+#include "outfile.h"
 #include "registry.h"
 #include "stats.h"
 #include "track.h"
 #include "engine.h"
+#include "json_text.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,19 +105,6 @@ static void write_buffer(const struct ho_buffer *b, void *arg) {
     c->first = false;
 }
 
-/* A JSON string's characters (frame descriptions are file and symbol names). */
-static void write_json_text(FILE *f, const char *s) {
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-}
-
 static void write_sites(FILE *f, const struct buffers_ctx *c) {
     fprintf(f, ",\n  \"sites\": {");
     for (size_t i = 0; i < c->nsites; i++) {
@@ -127,7 +117,7 @@ static void write_sites(FILE *f, const struct buffers_ctx *c) {
             char text[512];
             ho_site_describe(pc[k], text, sizeof text);
             fprintf(f, "%s\"", k ? ", " : "");
-            write_json_text(f, text);
+            ho_json_write_text(f, text); /* file and symbol names */
             fprintf(f, "\"");
         }
         fprintf(f, "]}");
@@ -151,16 +141,20 @@ static void write_group(FILE *f, const char *group, bool *first_group) {
 }
 
 int ho_report_write(const char *pattern, const char *mode, const struct ho_report_interpose *ip) {
-    char path[4096], tmp[4200];
+    char path[HO_OUTFILE_PATH];
     if (ho_expand_path(pattern, path, sizeof path) != 0) {
         ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: path too long; no report written", pattern);
         return -1;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot create %s; no report written", pattern,
-               tmp);
+    /* Large: not on the stack of an exiting thread. One report at a time (exit, or a test). */
+    static struct ho_outfile out;
+    const char *why = NULL;
+    FILE *f = NULL;
+    if (ho_outfile_open(&out, path, &why) != 0 || (f = fdopen(out.fd, "w")) == NULL) {
+        if (why == NULL) why = "cannot be written";
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: %s %s%s%s; no report written", pattern, path, why,
+               out.err ? ": " : "", out.err ? strerror(out.err) : "");
+        ho_outfile_abort(&out);
         return -1;
     }
     fprintf(f,
@@ -186,9 +180,22 @@ int ho_report_write(const char *pattern, const char *mode, const struct ho_repor
     fprintf(f, "\n  ]");
     write_sites(f, &c);
     fprintf(f, "\n}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot write %s", pattern, path);
-        remove(tmp);
+    bool written = fflush(f) == 0 && !ferror(f);
+    int err = errno;
+    out.fd = -1; /* fclose closes it */
+    if (fclose(f) != 0 && written) {
+        written = false;
+        err = errno;
+    }
+    if (!written) {
+        ho_outfile_abort(&out);
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot write %s: %s", pattern, path,
+               strerror(err));
+        return -1;
+    }
+    if (ho_outfile_commit(&out, &why) != 0) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: %s %s%s%s", pattern, path, why,
+               out.err ? ": " : "", out.err ? strerror(out.err) : "");
         return -1;
     }
     return 0;

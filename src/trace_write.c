@@ -7,6 +7,7 @@
 #include "mode.h"
 #include "log.h"
 #include "options.h"
+#include "json_text.h"
 #include "report.h"
 
 #include <dlfcn.h>
@@ -57,16 +58,8 @@ static void out_str(const char *s) {
     out_reserve(2);
     out[nout++] = '"';
     for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        out_reserve(8);
-        if (c == '"' || c == '\\') {
-            out[nout++] = '\\';
-            out[nout++] = (char)c;
-        } else if (c < 0x20) {
-            nout += (size_t)snprintf(out + nout, 8, "\\u%04x", c);
-        } else {
-            out[nout++] = (char)c;
-        }
+        out_reserve(HO_JSON_ESCAPED_MAX);
+        nout += ho_json_escape(*s, out + nout);
     }
     out_reserve(1);
     out[nout++] = '"';
@@ -102,11 +95,7 @@ static void write_header(void) {
     out_fmt(",\"mode\":\"%s\"", ho_mode_name(offload ? HO_MODE_OFFLOAD : HO_MODE_TRACK));
     uint64_t budget = offload ? ho_amount_resolve(&ho_options()->budget, mem) : UINT64_MAX;
     if (budget != UINT64_MAX) out_fmt(",\"budget_bytes\":%llu", (unsigned long long)budget);
-    if (offload)
-        out_fmt(",\"policy\":\"%s\"",
-                ho_options()->policy == HO_CHOOSE_LOOKAHEAD
-                    ? "lookahead"
-                    : (ho_options()->policy == HO_CHOOSE_ORACLE ? "oracle" : "lru"));
+    if (offload) out_fmt(",\"policy\":\"%s\"", ho_policy_name(ho_options()->policy));
     if (strcmp(clock, "simcuda") == 0) {
         /* The simulated link's rates (docs/simcuda.md defaults), for the link figures. */
         static const char *const vars[] = {"SIMCUDA_H2D_GBPS", "SIMCUDA_D2H_GBPS",

@@ -8,6 +8,7 @@
 #include "paramcache.h"
 #include "stats.h"
 #include "engine.h"
+#include "thread_slots.h"
 #include "trace.h"
 #include "track_learn.h"
 
@@ -93,52 +94,20 @@ struct use_entry {
 };
 
 struct thread_uses {
-    struct thread_uses *next; /* every one made, newest first */
-    _Atomic bool free;        /* its thread has exited */
-    uint64_t generation;      /* the registry generation the cache was filled at */
+    struct ho_thread_slot slot; /* first: its place in the list (thread_slots.h) */
+    uint64_t generation;        /* the registry generation the cache was filled at */
     struct use_entry cache[USE_CACHE];
     _Atomic uint64_t cache_id[USE_CACHE]; /* each entry's buffer id (0: none) */
     _Atomic(_Atomic uint64_t *) page[USE_PAGES];
 };
 
-static _Atomic(struct thread_uses *) all_uses;
-static _Thread_local struct thread_uses *my_uses;
-static pthread_key_t uses_key;
-static bool uses_key_ok;
-static pthread_once_t uses_key_once = PTHREAD_ONCE_INIT;
-
-static void thread_uses_release(void *p) {
-    struct thread_uses *u = p;
-    my_uses = NULL;
-    atomic_store_explicit(&u->free, true, memory_order_release);
-}
-
-static void uses_key_make(void) {
-    uses_key_ok = pthread_key_create(&uses_key, thread_uses_release) == 0;
-}
+static struct ho_thread_slots all_uses = HO_THREAD_SLOTS(struct thread_uses);
+static _Thread_local struct ho_thread_slot *my_uses;
 
 /* This thread's structure: one an exited thread left, else a new one; NULL when out of memory. */
 static struct thread_uses *thread_uses_get(void) {
-    if (my_uses != NULL) return my_uses;
-    pthread_once(&uses_key_once, uses_key_make);
-    struct thread_uses *u;
-    for (u = atomic_load_explicit(&all_uses, memory_order_acquire); u != NULL; u = u->next) {
-        bool was_free = true;
-        if (atomic_compare_exchange_strong_explicit(&u->free, &was_free, false,
-                                                    memory_order_acquire, memory_order_relaxed))
-            break;
-    }
-    if (u == NULL) {
-        u = calloc(1, sizeof *u);
-        if (u == NULL) return NULL;
-        u->next = atomic_load_explicit(&all_uses, memory_order_relaxed);
-        while (!atomic_compare_exchange_weak_explicit(&all_uses, &u->next, u, memory_order_release,
-                                                      memory_order_relaxed)) {
-        }
-    }
-    if (uses_key_ok) pthread_setspecific(uses_key, u);
-    my_uses = u;
-    return u;
+    struct ho_thread_slot *s = my_uses != NULL ? my_uses : ho_thread_slot_take(&all_uses, &my_uses);
+    return (struct thread_uses *)s;
 }
 
 static inline void bump(_Atomic uint64_t *c, uint64_t n) {
@@ -178,8 +147,8 @@ static void entry_flush(struct thread_uses *u, unsigned i) {
 
 uint64_t ho_track_uses(const struct ho_buffer *b) {
     uint64_t n = atomic_load_explicit(&((struct ho_buffer *)b)->uses, memory_order_relaxed);
-    for (struct thread_uses *u = atomic_load_explicit(&all_uses, memory_order_acquire); u != NULL;
-         u = u->next) {
+    for (struct ho_thread_slot *s = ho_thread_slots_first(&all_uses); s != NULL; s = s->next) {
+        const struct thread_uses *u = (const struct thread_uses *)s;
         for (unsigned i = 0; i < USE_CACHE; i++)
             if (atomic_load_explicit(&u->cache_id[i], memory_order_relaxed) == b->id)
                 n += atomic_load_explicit(&u->cache[i].count, memory_order_relaxed);
@@ -457,7 +426,7 @@ void ho_track_access_begin_ex(const uint64_t *addrs, int n, CUstream s, bool per
 }
 
 void ho_track_reset(void) {
-    ho_track_graph_reset();        /* the parent's graphs mean nothing in a fork child */
-    atomic_store(&all_uses, NULL); /* nor its use counts (the structures are left behind) */
+    ho_track_graph_reset();            /* the parent's graphs mean nothing in a fork child */
+    ho_thread_slots_forget(&all_uses); /* nor its use counts (the structures are left behind) */
     my_uses = NULL;
 }

@@ -7,6 +7,7 @@
 #define HOSTOFF_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,17 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A whole number, with an optional K, M, G or T suffix (powers of 1024) when `suffixes`. */
 bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out);
+
+/* Creating an output file the library's way (src/outfile.h: a temporary renamed over a regular
+ * file, a special file written in place, links to files refused, nothing else removed).
+ * cli_create returns a FILE, or NULL after one line "hostoff: WHO: PATH ...". cli_finish closes
+ * it and publishes it when ok, else removes only the temporary; false (after one line) when the
+ * file could not be completed. */
+struct ho_outfile;
+FILE *cli_create(struct ho_outfile *o, const char *path, const char *who);
+bool cli_finish(struct ho_outfile *o, FILE *f, bool ok, const char *who);
+/* The same, saying what was wrong (src/units.h's phrases); why may be NULL. */
+bool cli_parse_uint_why(const char *text, bool suffixes, uint64_t *out, const char **why);
 /* "12.3 GB" (powers of 1000, as link and memory figures are quoted). */
 void cli_format_bytes(uint64_t bytes, char *buf, size_t cap);
 
@@ -55,6 +67,14 @@ extern const char *const cli_lib_candidates[];
 /* The sanitizer runtime this process runs with followed by ':' (an ASan or TSan build), or "":
  * a library built with one can only be preloaded behind its runtime. `out` holds PATH_MAX. */
 void cli_sanitizer_preload(char *out);
+
+/* Runs the program at `path` with `args` (args[0] its name) and `env` (NULL: this process's) and
+ * waits for it. With `out`, its stdout is read to the end into *out (NUL-terminated, malloc'd;
+ * NULL when memory ran out); without, it shares ours. Returns its exit status, 128 + the signal
+ * that ended it, or -1 when it could not be started; one it cannot execute exits 127 after
+ * "hostoff: WHO: cannot run PATH: why" on stderr. */
+int cli_run_child(const char *who, const char *path, char *const *args, char *const *env,
+                  char **out);
 
 /* The whole file (NUL-terminated; *len without it), or NULL. Free it. */
 char *cli_read_file(const char *path, size_t *len);

@@ -9,6 +9,7 @@
  * (hostoff report), and a summary. Each step runs this same hostoff
  * binary as a child, so what it does is what the subcommands do. */
 #include "cli.h"
+#include "options.h"
 #include "cli_opts.h"
 #include "json.h"
 #include "profile.h"
@@ -19,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* The model: long-context training (one 64 Ki-token sequence a step), where activations dominate
@@ -57,45 +57,7 @@ static int run_self(char *const *args, char **out) {
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return -1;
     self[len] = '\0';
-    int fds[2] = {-1, -1};
-    if (out != NULL && pipe(fds) != 0) return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        if (out != NULL) {
-            dup2(fds[1], STDOUT_FILENO);
-            close(fds[0]);
-            close(fds[1]);
-        }
-        execv(self, args);
-        _exit(127);
-    }
-    if (out != NULL) {
-        close(fds[1]);
-        size_t cap = 4096, n = 0;
-        char *buf = malloc(cap);
-        ssize_t r;
-        while (buf != NULL && (r = read(fds[0], buf + n, cap - n - 1)) != 0) {
-            if (r < 0) {
-                if (errno == EINTR) continue;
-                break;
-            }
-            n += (size_t)r;
-            if (n + 1 == cap) {
-                char *b2 = realloc(buf, cap *= 2);
-                if (b2 == NULL) free(buf);
-                buf = b2;
-            }
-        }
-        close(fds[0]);
-        if (buf != NULL) buf[n] = '\0';
-        *out = buf;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return cli_run_child("demo", self, args, NULL, out);
 }
 
 static struct json *parse_out(const char *text) {
@@ -140,6 +102,15 @@ int cmd_demo(int argc, char **argv) {
     }
     if (strcmp(budget, "none") == 0) {
         cli_error("demo: --budget none would move nothing; give a share of the peak or a size");
+        return 2;
+    }
+    /* The one grammar (src/units.h), checked here so that the refusal names this command. */
+    struct ho_amount amount;
+    const char *why = NULL;
+    if (!ho_parse_amount_why(budget, &amount, &why)) {
+        cli_error("demo: --budget %s: %s; expected a percentage of the job's peak such as 85%% or "
+                  "a size such as 2G or 1.5GiB",
+                  budget, why);
         return 2;
     }
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {

@@ -19,7 +19,7 @@ void gen_init(struct gen *g, FILE *out, int dtype, uint64_t host_ns) {
 }
 
 void gen_done(struct gen *g) {
-    idmap_free(&g->sizes);
+    u64map_free(&g->sizes);
     free(g->tensors);
     free(g->grads);
     free(g->tape);
@@ -49,7 +49,7 @@ uint64_t gen_alloc(struct gen *g, uint64_t bytes, bool stream_ordered) {
         fprintf(g->out, "{\"e\":\"alloc\",\"t\":%llu,\"id\":%llu,\"bytes\":%llu%s}\n",
                 (unsigned long long)g->t, (unsigned long long)id, (unsigned long long)bytes,
                 stream_ordered ? ",\"s\":0" : "");
-    if (!idmap_put(&g->sizes, id, bytes)) g->failed = true;
+    if (!u64map_put(&g->sizes, id, bytes)) g->failed = true;
     g->live += bytes;
     if (g->live > g->peak) g->peak = g->live;
     g->t += g->host_small_ns;
@@ -59,11 +59,11 @@ uint64_t gen_alloc(struct gen *g, uint64_t bytes, bool stream_ordered) {
 
 void gen_free(struct gen *g, uint64_t id) {
     uint64_t bytes = 0;
-    if (!idmap_get(&g->sizes, id, &bytes)) {
+    if (!u64map_get(&g->sizes, id, &bytes)) {
         g->failed = true; /* a generator bug: freeing what is not live */
         return;
     }
-    idmap_del(&g->sizes, id);
+    u64map_del(&g->sizes, id);
     if (g->out != NULL)
         fprintf(g->out, "{\"e\":\"free\",\"t\":%llu,\"id\":%llu,\"s\":0}\n",
                 (unsigned long long)g->t, (unsigned long long)id);

@@ -13,7 +13,7 @@
 #ifndef HOSTOFF_TOOLS_GEN_H
 #define HOSTOFF_TOOLS_GEN_H
 
-#include "idmap.h"
+#include "u64map.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -74,8 +74,8 @@ struct gen {
     uint64_t min_kernel_ns;
     /* Running state. */
     uint64_t t, next_id, live, peak, events, launches, steps;
-    double device_ns;   /* the sum of kernel durations (device busy time, one stream) */
-    struct idmap sizes; /* live buffer id -> bytes */
+    double device_ns;    /* the sum of kernel durations (device busy time, one stream) */
+    struct u64map sizes; /* live buffer id -> bytes */
     struct gen_tensor *tensors;
     int ntensors, captensors;
     struct gen_grad *grads;

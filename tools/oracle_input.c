@@ -7,7 +7,8 @@
  * the oracle's moves land on the wrong buffers: slower, never incorrect, since the engine still
  * checks every move. */
 #include "oracle_input.h"
-#include "idmap.h"
+#include "outfile.h"
+#include "u64map.h"
 #include "oracle.h"
 
 #include <errno.h>
@@ -19,7 +20,7 @@
 
 int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, const char *path,
                       char *err, size_t errcap) {
-    struct idmap live = {0};
+    struct u64map live = {0};
     size_t nbuf = 0, nlaunch = 0, nuse = 0;
     for (size_t i = 0; i < t->n; i++) {
         if (t->ev[i].kind == TEV_ALLOC && !t->ev[i].managed) nbuf++;
@@ -43,29 +44,29 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, c
         switch (e->kind) {
         case TEV_ALLOC:
             if (e->managed) {
-                idmap_del(&live, e->id);
+                u64map_del(&live, e->id);
                 break;
             }
             bytes[b] = (e->bytes + GRANULE - 1) / GRANULE * GRANULE;
             if (bytes[b] == 0) bytes[b] = GRANULE;
             born[b] = nlaunch;
             dies[b] = UINT64_MAX;
-            if (!idmap_put(&live, e->id, b)) {
+            if (!u64map_put(&live, e->id, b)) {
                 snprintf(err, errcap, "out of memory");
                 goto done;
             }
             b++;
             break;
         case TEV_FREE:
-            if (idmap_get(&live, e->id, &ord)) {
+            if (u64map_get(&live, e->id, &ord)) {
                 dies[ord] = nlaunch;
-                idmap_del(&live, e->id);
+                u64map_del(&live, e->id);
             }
             break;
         case TEV_LAUNCH: {
             size_t first = k;
             for (uint32_t u = 0; u < e->nuse; u++)
-                if (idmap_get(&live, t->uses[e->use_at + u], &ord)) use[k++] = ord;
+                if (u64map_get(&live, t->uses[e->use_at + u], &ord)) use[k++] = ord;
             if (k == first) break; /* no managed buffer: the engine does not count it */
             ns[nlaunch] = e->ns;
             use_start[++nlaunch] = k;
@@ -83,15 +84,26 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, c
         snprintf(err, errcap, "out of memory while planning");
         goto done;
     }
-    FILE *f = fopen(path, "w");
-    if (f == NULL || ho_oracle_write(&plan, f) != 0 || fclose(f) != 0) {
-        snprintf(err, errcap, "%s: cannot write the plan: %s", path, strerror(errno));
+    /* Created like every file hostoff writes (src/outfile.h), though the replay's own
+     * temporary directory is private. */
+    struct ho_outfile out;
+    const char *why = "cannot be written";
+    FILE *f = ho_outfile_open(&out, path, &why) == 0 ? fdopen(out.fd, "w") : NULL;
+    bool ok = f != NULL && ho_oracle_write(&plan, f) == 0;
+    if (f != NULL) {
+        ok = fflush(f) == 0 && ok;
+        out.fd = -1; /* fclose closes it */
+        ok = fclose(f) == 0 && ok;
+    }
+    if (!ok || ho_outfile_commit(&out, &why) != 0) {
+        if (!ok) ho_outfile_abort(&out);
+        snprintf(err, errcap, "%s: cannot write the plan: %s", path, why);
         goto done;
     }
     rc = 0;
 done:
     ho_oracle_free(&plan);
-    idmap_free(&live);
+    u64map_free(&live);
     free(bytes);
     free(born);
     free(dies);

@@ -115,6 +115,10 @@ bool prof_parse_link(const char *text, struct prof_link *out);
 int prof_load(char *const *paths, size_t npaths, const struct prof_link *link,
               const char *names_from, struct profile **out, size_t *nout);
 void prof_free(struct profile *p, size_t n);
+/* Fills what a loaded profile shows from its report and trace (profile_derive.c; prof_load calls
+ * it once the profile is named). The link's figures: `link` when given, else the trace's, else
+ * PCIe Gen5's. False when out of memory. */
+bool prof_derive(struct profile *p, const struct prof_link *link);
 /* The site's frames from the report (p->sites), or NULL. */
 const struct prof_site *prof_site_of(const struct profile *p, const char *key);
 

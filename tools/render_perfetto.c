@@ -5,6 +5,8 @@
  * from the trace's clock. */
 #include "profile.h"
 
+#include "json_text.h"
+
 #include <string.h>
 
 /* Thread ids of a process's tracks: the two copy directions, then streams (1000 + number). */
@@ -14,15 +16,7 @@
 
 static void jstr(FILE *f, const char *s) {
     fputc('"', f);
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
+    ho_json_write_text(f, s);
     fputc('"', f);
 }
 

@@ -27,7 +27,7 @@
  * Prints one JSON line on stdout: the events replayed, the simulated host time at each step
  * marker and at the end (after a final cuCtxSynchronize). */
 #include "cli.h"
-#include "idmap.h"
+#include "u64map.h"
 #include "trace_read.h"
 
 #include <cuda.h>
@@ -86,7 +86,7 @@ static CUfunction kernels[MAX_USES + 1], pace_kernel;
 static CUstream *streams; /* by stream number; [0] is the legacy stream */
 static bool *stream_made;
 static CUevent *wait_events;
-static struct idmap ptrs, sizes; /* buffer id -> pointer, -> bytes */
+static struct u64map ptrs, sizes; /* buffer id -> pointer, -> bytes */
 static void *staging;
 
 static void die(const struct tev *e, const char *what, CUresult rc) {
@@ -201,8 +201,8 @@ static CUstream stream(const struct tev *e, uint32_t s) {
 
 static CUdeviceptr ptr_of(uint64_t id, uint64_t *bytes) {
     uint64_t p = 0;
-    idmap_get(&ptrs, id, &p); /* the reader checked every id is live */
-    if (bytes != NULL) idmap_get(&sizes, id, bytes);
+    u64map_get(&ptrs, id, &p); /* the reader checked every id is live */
+    if (bytes != NULL) u64map_get(&sizes, id, bytes);
     return (CUdeviceptr)p;
 }
 
@@ -235,7 +235,7 @@ static void do_alloc(const struct tev *e) {
         CK(e, cu.alloc_managed(&p, e->bytes, CU_MEM_ATTACH_GLOBAL), "cuMemAllocManaged");
     else
         CK(e, cu.alloc(&p, e->bytes), "cuMemAlloc");
-    if (!idmap_put(&ptrs, e->id, p) || !idmap_put(&sizes, e->id, e->bytes)) exit(1);
+    if (!u64map_put(&ptrs, e->id, p) || !u64map_put(&sizes, e->id, e->bytes)) exit(1);
 }
 
 static void do_free(const struct tev *e) {
@@ -244,8 +244,8 @@ static void do_free(const struct tev *e) {
         CK(e, cu.free_async(p, stream(e, e->s)), "cuMemFreeAsync");
     else
         CK(e, cu.free(p), "cuMemFree");
-    idmap_del(&ptrs, e->id);
-    idmap_del(&sizes, e->id);
+    u64map_del(&ptrs, e->id);
+    u64map_del(&sizes, e->id);
 }
 
 static void do_launch(const struct tev *e) {

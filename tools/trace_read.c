@@ -3,7 +3,7 @@
  * which is what a replay needs to be able to run the trace at all. */
 #include "trace_read.h"
 
-#include "idmap.h"
+#include "u64map.h"
 #include "json.h"
 
 #include <stdarg.h>
@@ -18,9 +18,9 @@ struct reader {
     size_t errcap;
     struct trace *t;
     size_t capev, capuses;
-    struct idmap live; /* id -> bytes */
+    struct u64map live; /* id -> bytes */
     uint64_t live_bytes;
-    struct idmap strmap; /* string hash -> index in t->strs */
+    struct u64map strmap; /* string hash -> index in t->strs */
     size_t capstrs, capmoves, capstalls;
 };
 
@@ -88,7 +88,10 @@ static int header_extras(struct reader *r, const struct json *o) {
     double *dst[] = {&t->link_h2d, &t->link_d2h, &t->link_duplex};
     for (int i = 0; i < 3 && link != NULL && link->type == JSON_OBJECT; i++) {
         const struct json *x = json_get(link, keys[i]);
-        if (x != NULL && (x->type == JSON_INT || x->type == JSON_REAL) && x->real > 0)
+        /* A rate outside (0, 10^6] GB/s is no link (the command's --link takes the same range):
+         * ignored like a wrong type, so that no figure divides by or scales with it. */
+        if (x != NULL && (x->type == JSON_INT || x->type == JSON_REAL) && x->real > 0 &&
+            x->real <= 1e6)
             *dst[i] = x->real;
     }
     return 0;
@@ -101,7 +104,7 @@ static int intern(struct reader *r, const char *s, uint32_t *out) {
     for (const char *p = s; *p != '\0'; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
     uint64_t idx;
-    if (idmap_get(&r->strmap, h, &idx) && strcmp(t->strs[idx], s) == 0) {
+    if (u64map_get(&r->strmap, h, &idx) && strcmp(t->strs[idx], s) == 0) {
         *out = (uint32_t)idx;
         return 0;
     }
@@ -121,7 +124,7 @@ static int intern(struct reader *r, const char *s, uint32_t *out) {
     if (copy == NULL) return bad(r, "out of memory");
     idx = t->nstrs;
     t->strs[t->nstrs++] = copy;
-    if (!idmap_put(&r->strmap, h, idx)) return bad(r, "out of memory");
+    if (!u64map_put(&r->strmap, h, idx)) return bad(r, "out of memory");
     *out = (uint32_t)idx;
     return 0;
 }
@@ -205,7 +208,7 @@ static int uses(struct reader *r, const struct json *o, struct tev *e) {
         const struct json *v = &u->items[i];
         uint64_t bytes;
         if (v->type != JSON_INT || v->neg) return bad(r, "\"use\" must hold buffer ids");
-        if (!idmap_get(&r->live, v->mag, &bytes))
+        if (!u64map_get(&r->live, v->mag, &bytes))
             return bad(r, "buffer %llu is used but not allocated (or already freed)",
                        (unsigned long long)v->mag);
         t->uses[t->nuses++] = v->mag;
@@ -245,9 +248,9 @@ static int event(struct reader *r, const struct json *o, struct tev *e, bool *kn
         if (site != NULL && site->type != JSON_STRING) return bad(r, "\"site\" must be a string");
         if (site != NULL && intern(r, site->str, &e->str) != 0) return -1;
         if (e->bytes == 0) return bad(r, "an allocation of 0 bytes");
-        if (idmap_get(&r->live, e->id, &bytes))
+        if (u64map_get(&r->live, e->id, &bytes))
             return bad(r, "buffer %llu is allocated again while live", (unsigned long long)e->id);
-        if (!idmap_put(&r->live, e->id, e->bytes)) return bad(r, "out of memory");
+        if (!u64map_put(&r->live, e->id, e->bytes)) return bad(r, "out of memory");
         r->live_bytes += e->bytes;
         if (r->live_bytes > r->t->peak_bytes) r->t->peak_bytes = r->live_bytes;
         return 0;
@@ -255,9 +258,9 @@ static int event(struct reader *r, const struct json *o, struct tev *e, bool *kn
         if (get_uint(r, o, "id", false, &e->id, NULL) != 0 ||
             get_stream(r, o, "s", true, &e->s, &e->has_s) != 0)
             return -1;
-        if (!idmap_get(&r->live, e->id, &bytes))
+        if (!u64map_get(&r->live, e->id, &bytes))
             return bad(r, "buffer %llu is freed but not live", (unsigned long long)e->id);
-        idmap_del(&r->live, e->id);
+        u64map_del(&r->live, e->id);
         r->live_bytes -= bytes;
         return 0;
     case TEV_LAUNCH: {
@@ -367,8 +370,8 @@ int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
     free(line);
     fclose(f);
     out->lines = r.line;
-    idmap_free(&r.live);
-    idmap_free(&r.strmap);
+    u64map_free(&r.live);
+    u64map_free(&r.strmap);
     if (rc != 0) trace_free(out);
     return rc;
 }

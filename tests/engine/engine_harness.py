@@ -20,26 +20,26 @@ Exit status 77 (meson's "skipped") when every test of the class was skipped.
 
 import json
 import os
-import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pyharness  # noqa: E402  (tests/pyharness.py: what the harnesses share)
+from pyharness import load_json  # noqa: E402
+
 E = os.environ
 LIB = E.get("ENG_HOSTOFF_LIB", "")
 SIMDIR = E.get("ENG_SIMCUDA_DIR", "")
-SANITIZER = E.get("ENG_SANITIZER", "")
 SANITIZER_RT = E.get("ENG_SANITIZER_RUNTIME", "")
 SCALE = max(1, int(E.get("ENG_SCALE", "1") or 1))
 TIMEOUT = 300
 MIB = 1 << 20
 OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
 
-# Variables a test must not inherit from whoever runs it.
-SCRUB = re.compile(r"^(HOSTOFF_|SIMCUDA_|LD_PRELOAD$|RANK$|OMPI_COMM_WORLD_RANK$|SLURM_PROCID$)")
+SAN = pyharness.Sanitizer(E.get("ENG_SANITIZER", ""), "eng")
 
 
 def scaled(n, least=1):
@@ -48,50 +48,10 @@ def scaled(n, least=1):
 
 
 def prog(name):
-    path = E.get("ENG_PROG_" + name.upper(), "")
-    if not path:
-        raise unittest.SkipTest(f"ENG_PROG_{name.upper()} is not set (run through meson test)")
-    return path
+    return pyharness.prog("ENG", name)
 
 
-def sanitizer_env():
-    """Options for the sanitizer runtime. Under ASan, leaks of what the simulator allocates (its
-    modules, events and queued operations that the programs do not release) are its own suite's
-    business; leaks in libhostoff.so and the test programs still fail the run. UBSan (built with
-    ASan here) stops at its first finding. Under TSan nothing is suppressed."""
-    if SANITIZER == "address":
-        fd, supp = tempfile.mkstemp(prefix="eng-lsan-", suffix=".supp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("leak:libcuda.so.1\n")
-        return {"LSAN_OPTIONS": "suppressions=" + supp,
-                "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}, supp
-    if SANITIZER == "thread":
-        return {"TSAN_OPTIONS": "halt_on_error=1:atexit_sleep_ms=0"}, None
-    return {}, None
-
-
-SAN_ENV, SAN_SUPP = sanitizer_env()
-
-
-def base_env(extra, preload):
-    env = {k: v for k, v in os.environ.items() if not SCRUB.match(k)}
-    for k, v in SAN_ENV.items():
-        env[k] = ":".join(x for x in (env.get(k), v) if x)
-    env["LD_LIBRARY_PATH"] = SIMDIR + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    if preload:
-        env["LD_PRELOAD"] = " ".join(p for p in (SANITIZER_RT, LIB) if p)
-    env.update(extra or {})
-    return env
-
-
-def wrapper():
-    """setarch -R under ThreadSanitizer (see the module's docstring)."""
-    if SANITIZER == "thread" and shutil.which("setarch"):
-        return ["setarch", platform.machine(), "-R"]
-    return []
-
-
-class Run:
+class Run(pyharness.Output):
     def __init__(self, cmd, proc, report, sim):
         self.cmd = " ".join(cmd)
         self.rc = proc.returncode
@@ -99,17 +59,6 @@ class Run:
         self.err = proc.stderr
         self.report = report
         self.sim = sim
-
-    def lines(self, prefix):
-        return [l for l in self.out.splitlines() if l.startswith(prefix)]
-
-    def line(self, prefix):
-        got = self.lines(prefix)
-        assert len(got) == 1, f"expected one {prefix!r} line from {self.cmd}, got {got}\n{self.out}"
-        return got[0]
-
-    def hostoff_lines(self):
-        return [l for l in self.err.splitlines() if l.startswith("hostoff:")]
 
     def counts(self, key):
         return self.report["counts"][key]
@@ -128,13 +77,6 @@ def where(r):
     return {int(l.split()[1]): (l.split()[2], l.split()[3]) for l in r.lines("where ")}
 
 
-def load_json(path):
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def run(name, args=(), env=None, preload=True):
     """Runs a test program with both reports; returns a Run."""
     with tempfile.TemporaryDirectory(prefix="eng-") as d:
@@ -143,9 +85,10 @@ def run(name, args=(), env=None, preload=True):
         if preload:
             extra["HOSTOFF_REPORT"] = rep
         extra["SIMCUDA_REPORT"] = sim
-        cmd = [*wrapper(), prog(name), *[str(a) for a in args]]
-        proc = subprocess.run(cmd, env=base_env(extra, preload), capture_output=True, text=True,
-                              timeout=TIMEOUT)
+        cmd = [*SAN.wrapper(), prog(name), *[str(a) for a in args]]
+        proc = subprocess.run(cmd, env=pyharness.child_env(extra, preload, SIMDIR,
+                                                           (SANITIZER_RT, LIB), SAN),
+                              capture_output=True, text=True, timeout=TIMEOUT)
         return Run(cmd, proc, load_json(rep), load_json(sim))
 
 
@@ -592,16 +535,7 @@ class UnseenUses(Case):
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    suite = unittest.defaultTestLoader.loadTestsFromName(sys.argv[1], sys.modules[__name__])
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    if SAN_SUPP:
-        os.unlink(SAN_SUPP)
-    if result.wasSuccessful() and result.testsRun > 0 and len(result.skipped) == result.testsRun:
-        return 77
-    return 0 if result.wasSuccessful() else 1
+    return pyharness.main(__doc__, sys.modules[__name__], SAN.cleanup)
 
 
 if __name__ == "__main__":

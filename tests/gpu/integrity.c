@@ -20,6 +20,11 @@
  * below HOSTOFF_MIN_BYTES (pass-through). Without --cubin the kernels come from the simulator's
  * text image (kernel bodies in kit_sim.c); with it, from the cubin (kernels.cu).
  *
+ * --wide N adds N buffers of --wide-kib each and one more thread that, --wide-rounds times,
+ * verifies and rewrites all of them in ONE launch whose by-value struct holds every pointer
+ * (kit_wide: the shape of PyTorch's multi-tensor apply), while the other threads' work pushes
+ * buffers out under a budget. A move that overlapped such a launch shows as wrong words.
+ *
  * stdout: "integrity: ok|FAILED key=value ..." and, with --json PATH, the same as JSON. */
 #include "kit.h"
 
@@ -38,6 +43,8 @@ struct options {
     bool corrupt;
     uint64_t total_mib, buffer_mib;
     int small, threads, streams, ops, copy_pct, upload_pct, churn_pct;
+    int wide, wide_rounds;
+    uint64_t wide_kib;
     unsigned seed;
 };
 
@@ -51,7 +58,7 @@ struct buffer {
 };
 
 struct counts {
-    _Atomic uint64_t vu3, copies, uploads, churns, kernel_bytes, copy_bytes;
+    _Atomic uint64_t vu3, copies, uploads, churns, wide, kernel_bytes, copy_bytes;
 };
 
 static struct options opt = {
@@ -64,12 +71,14 @@ static struct options opt = {
     .copy_pct = 10,
     .upload_pct = 3,
     .churn_pct = 3,
+    .wide_rounds = 8,
+    .wide_kib = 4096,
     .seed = 1,
 };
 static struct kit_module mod;
 static CUcontext ctx;
-static struct buffer *bufs;
-static int nbufs;
+static struct buffer *bufs; /* nbufs for the workers, then nwide for the wide thread */
+static int nbufs, nwide;
 static uint64_t max_bytes;
 static CUdeviceptr errors_dev; /* mismatches counted by kernels */
 static _Atomic uint64_t next_id;
@@ -244,16 +253,60 @@ out:
     return NULL;
 }
 
+/* The wide thread: --wide-rounds launches of kit_wide over every wide buffer. Only this thread
+ * uses them, so it needs no locks; every other round it waits for its stream, so some launches
+ * meet buffers that were moved out meanwhile and some are still queued when the next moves
+ * start. */
+static void *wide_work(void *arg) {
+    struct worker *w = arg;
+    CUstream s = NULL;
+    static struct kit_wide_args a; /* 2 KiB: not on the stack; one wide thread */
+    w->rc = cuCtxSetCurrent(ctx);
+    if (w->rc != CUDA_SUCCESS) {
+        w->failed = "cuCtxSetCurrent";
+        return NULL;
+    }
+    TRY(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    struct buffer *wb = bufs + nbufs;
+    for (int r = 0; r < opt.wide_rounds; r++) {
+        memset(&a, 0, sizeof a);
+        for (int b = 0; b < nwide; b++) {
+            TRY(cuStreamWaitEvent(s, wb[b].last, 0));
+            a.buf[b] = (uint64_t *)(uintptr_t)wb[b].ptr;
+            a.id[b] = wb[b].id;
+        }
+        a.words = wb[0].bytes / 8;
+        a.version = wb[0].version;
+        a.count = (uint64_t)nwide;
+        TRY(kit_wide_launch(&mod, s, &a, errors_dev));
+        for (int b = 0; b < nwide; b++) {
+            wb[b].version++;
+            TRY(cuEventRecord(wb[b].last, s));
+        }
+        counts.wide++;
+        counts.kernel_bytes += 2 * a.words * 8 * (uint64_t)nwide;
+        if (r % 2 == 1) TRY(cuStreamSynchronize(s));
+    }
+    TRY(cuStreamSynchronize(s));
+    TRY(cuStreamDestroy(s));
+    return NULL;
+out:
+    return NULL;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: integrity [--cubin PATH] [--total-mib N] [--buffer-mib N] [--small N]\n"
             "                 [--threads N] [--streams N] [--ops N] [--seed N] [--copy-pct N]\n"
             "                 [--upload-pct N] [--churn-pct N] [--json PATH] [--corrupt]\n"
+            "                 [--wide N] [--wide-kib N] [--wide-rounds N]\n"
             "Buffers totalling --total-mib (default 96) in sizes cycling 1, 0.5, 1.5, 1 x\n"
             "--buffer-mib (default 8), plus --small 1 MiB ones (default 4); --threads (4) x\n"
             "--streams (2) issue --ops (400) random operations; every byte is checked at the end.\n"
             "Without --cubin the kernels are the simulator's text image (kit_sim.c).\n"
-            "--corrupt: overwrite one word before verifying (the check must then fail).\n");
+            "--corrupt: overwrite one word before verifying (the check must then fail).\n"
+            "--wide N (up to 128): N more buffers of --wide-kib (4096) that one more thread\n"
+            "rewrites --wide-rounds (8) times, all of them in one launch (a by-value struct).\n");
 }
 
 static int parse(int argc, char **argv) {
@@ -271,6 +324,9 @@ static int parse(int argc, char **argv) {
         {"churn-pct", required_argument, NULL, 'H'},
         {"json", required_argument, NULL, 'j'},
         {"corrupt", no_argument, NULL, 'X'},
+        {"wide", required_argument, NULL, 'W'},
+        {"wide-kib", required_argument, NULL, 'K'},
+        {"wide-rounds", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -316,6 +372,15 @@ static int parse(int argc, char **argv) {
         case 'X':
             opt.corrupt = true;
             break;
+        case 'W':
+            opt.wide = atoi(optarg);
+            break;
+        case 'K':
+            opt.wide_kib = strtoull(optarg, NULL, 10);
+            break;
+        case 'R':
+            opt.wide_rounds = atoi(optarg);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -327,8 +392,13 @@ static int parse(int argc, char **argv) {
     if (optind != argc || opt.total_mib < 1 || opt.buffer_mib < 4 || opt.buffer_mib % 4 != 0 ||
         opt.small < 0 || opt.threads < 1 || opt.threads > MAX_THREADS || opt.streams < 1 ||
         opt.streams > MAX_STREAMS || opt.ops < 0 || opt.copy_pct < 0 || opt.upload_pct < 0 ||
-        opt.churn_pct < 0 || opt.copy_pct + opt.upload_pct + opt.churn_pct > 100) {
-        fprintf(stderr, "integrity: arguments out of range (--buffer-mib: a multiple of 4)\n");
+        opt.churn_pct < 0 || opt.copy_pct + opt.upload_pct + opt.churn_pct > 100 || opt.wide < 0 ||
+        opt.wide > KIT_WIDE_MAX || opt.wide_rounds < 1 || opt.wide_kib < 4 ||
+        opt.wide_kib % 4 != 0) {
+        fprintf(stderr,
+                "integrity: arguments out of range (--buffer-mib: a multiple of 4; "
+                "--wide: 0 to %d; --wide-kib: a multiple of 4)\n",
+                KIT_WIDE_MAX);
         usage(stderr);
         return 2;
     }
@@ -349,13 +419,16 @@ int main(int argc, char **argv) {
     while (total < want)
         total += size_of(cap++);
     cap += opt.small;
-    bufs = calloc((size_t)cap, sizeof *bufs);
+    nwide = opt.wide;
+    bufs = calloc((size_t)(cap + nwide), sizeof *bufs);
     if (bufs == NULL) return 1;
     total = 0;
     double t0 = kit_now();
-    for (nbufs = 0; nbufs < cap; nbufs++) {
+    for (nbufs = 0; nbufs < cap + nwide; nbufs++) {
         struct buffer *b = &bufs[nbufs];
-        b->bytes = nbufs < cap - opt.small ? size_of(nbufs) : KIT_MIB;
+        b->bytes = nbufs >= cap              ? opt.wide_kib * 1024
+                   : nbufs < cap - opt.small ? size_of(nbufs)
+                                             : KIT_MIB;
         if (b->bytes > max_bytes) max_bytes = b->bytes;
         total += b->bytes;
         pthread_mutex_init(&b->lock, NULL);
@@ -370,14 +443,16 @@ int main(int argc, char **argv) {
         KIT_CK(cuEventRecord(b->last, NULL));
     }
     KIT_CK(cuCtxSynchronize());
+    nbufs = cap; /* the workers' buffers; the wide ones follow */
     const char *budget = getenv("HOSTOFF_BUDGET");
-    printf("integrity: %d buffers, %.1f MiB in all, HOSTOFF_BUDGET=%s, kernels from %s\n", nbufs,
-           (double)total / KIT_MIB, budget ? budget : "(unset)", mod.image);
+    printf("integrity: %d buffers (%d wide), %.1f MiB in all, HOSTOFF_BUDGET=%s, kernels from "
+           "%s\n",
+           nbufs + nwide, nwide, (double)total / KIT_MIB, budget ? budget : "(unset)", mod.image);
     fflush(stdout);
 
     double t1 = kit_now();
-    struct worker *ws = calloc((size_t)opt.threads, sizeof *ws);
-    pthread_t *tids = calloc((size_t)opt.threads, sizeof *tids);
+    struct worker *ws = calloc((size_t)opt.threads + 1, sizeof *ws);
+    pthread_t *tids = calloc((size_t)opt.threads + 1, sizeof *tids);
     if (ws == NULL || tids == NULL) return 1;
     for (int t = 0; t < opt.threads; t++) {
         ws[t].index = t;
@@ -386,8 +461,14 @@ int main(int argc, char **argv) {
         if (ws[t].host == NULL) return 1;
         pthread_create(&tids[t], NULL, work, &ws[t]);
     }
+    int nthreads = opt.threads;
+    if (nwide > 0) {
+        ws[nthreads].index = nthreads;
+        pthread_create(&tids[nthreads], NULL, wide_work, &ws[nthreads]);
+        nthreads++;
+    }
     int failed_threads = 0;
-    for (int t = 0; t < opt.threads; t++) {
+    for (int t = 0; t < nthreads; t++) {
         pthread_join(tids[t], NULL);
         if (ws[t].rc != CUDA_SUCCESS) {
             fprintf(stderr, "integrity: thread %d: %s failed: %s (%d)\n", t, ws[t].failed,
@@ -399,14 +480,17 @@ int main(int argc, char **argv) {
     free(ws);
     free(tids);
     CUresult sync_rc = cuCtxSynchronize();
-    if (opt.corrupt && sync_rc == CUDA_SUCCESS && nbufs > 0)
-        sync_rc = cuMemsetD8(bufs[nbufs / 2].ptr + 8 * 5, 0xff, 8);
+    /* --corrupt: one word of a buffer in the middle (of the wide ones when there are). */
+    int victim = nwide > 0 ? nbufs + nwide / 2 : nbufs / 2;
+    if (opt.corrupt && sync_rc == CUDA_SUCCESS && nbufs + nwide > 0)
+        sync_rc = cuMemsetD8(bufs[victim].ptr + 8 * 5, 0xff, 8);
     double t2 = kit_now();
 
     /* Verification: on the device, then every byte on the host. */
     uint64_t device_bad = 0, host_bad = 0;
     int bad_buffers = 0;
     CUresult verify_rc = sync_rc;
+    nbufs += nwide; /* every buffer from here on */
     for (int i = 0; i < nbufs && verify_rc == CUDA_SUCCESS; i++)
         verify_rc = kit_check_launch(&mod, NULL, bufs[i].ptr, bufs[i].id, bufs[i].version,
                                      bufs[i].bytes, errors_dev);
@@ -447,15 +531,16 @@ int main(int argc, char **argv) {
     char line[1024];
     snprintf(line, sizeof line,
              "buffers=%d total_bytes=%llu threads=%d streams=%d ops=%d vu3=%llu copies=%llu "
-             "uploads=%llu churns=%llu kernel_bytes=%llu copy_bytes=%llu device_mismatches=%llu "
+             "uploads=%llu churns=%llu wide_buffers=%d wide_launches=%llu kernel_bytes=%llu "
+             "copy_bytes=%llu device_mismatches=%llu "
              "host_mismatches=%llu bad_buffers=%d failed_threads=%d setup_s=%.3f ops_s=%.3f "
              "verify_s=%.3f",
              nbufs, (unsigned long long)total, opt.threads, opt.streams, opt.ops,
              (unsigned long long)counts.vu3, (unsigned long long)counts.copies,
-             (unsigned long long)counts.uploads, (unsigned long long)counts.churns,
-             (unsigned long long)counts.kernel_bytes, (unsigned long long)counts.copy_bytes,
-             (unsigned long long)device_bad, (unsigned long long)host_bad, bad_buffers,
-             failed_threads, t1 - t0, t2 - t1, t3 - t2);
+             (unsigned long long)counts.uploads, (unsigned long long)counts.churns, nwide,
+             (unsigned long long)counts.wide, (unsigned long long)counts.kernel_bytes,
+             (unsigned long long)counts.copy_bytes, (unsigned long long)device_bad,
+             (unsigned long long)host_bad, bad_buffers, failed_threads, t1 - t0, t2 - t1, t3 - t2);
     printf("integrity: %s %s\n", ok ? "ok" : "FAILED", line);
     if (opt.json != NULL) {
         FILE *f = fopen(opt.json, "w");

@@ -10,9 +10,11 @@ scatters: token lookups are one-hot products); every step's loss is
 recorded exactly (float.hex) so runs can be compared bit for bit. --remat wraps each layer in
 jax.checkpoint (rematerialisation) for comparison.
 
-Writes --out JSON: losses, per-step times (the first includes compilation), the median step time
-after --warmup steps, NVML's largest device memory in use sampled after each step (when pynvml
-is there), XLA_FLAGS, and any error. jax is imported only after the arguments are parsed.
+Writes --out JSON after every step (so a run cut short keeps its steps): losses, per-step times
+(the first includes compilation), the median step time after --warmup steps, NVML's largest
+device memory in use sampled after each step (when pynvml is there), XLA_FLAGS, and any error.
+--cache-dir keeps XLA's compiled programs there. jax is imported only after the arguments are
+parsed.
 """
 
 import argparse
@@ -46,6 +48,8 @@ def parse_args(argv=None):
     ap.add_argument("--stop-at", type=float, default=0.0,
                     help="wall-clock time (seconds since the epoch) by which training must have "
                          "stopped: a step that would end later is not started (0: none)")
+    ap.add_argument("--cache-dir", help="JAX's persistent compilation cache (tests/gpu/run gives "
+                    "each run's own folder: the cases after the first compile nothing)")
     ap.add_argument("--out", help="write the result JSON here")
     a = ap.parse_args(argv)
     if a.steps < 1 or a.batch < 1 or a.seq < 2 or a.layers < 1 or a.vocab < 2:
@@ -77,6 +81,15 @@ def train(a, result):
     import numpy as np
 
     result["jax"] = jax.__version__
+    if a.cache_dir:
+        result["cache_dir"] = a.cache_dir
+        jax.config.update("jax_compilation_cache_dir", a.cache_dir)
+        for opt, value in (("jax_persistent_cache_min_compile_time_secs", 0),
+                           ("jax_persistent_cache_min_entry_size_bytes", 0)):
+            try:
+                jax.config.update(opt, value)
+            except (AttributeError, KeyError, ValueError) as e:  # an older or newer JAX
+                result.setdefault("cache_notes", []).append(f"{opt}: {e}")
     dev = jax.devices()[0]
     result["device"] = getattr(dev, "device_kind", str(dev))
     D, H, V, T, L = a.d_model, a.heads, a.vocab, a.seq, a.layers
@@ -173,15 +186,15 @@ def train(a, result):
         u = nvml_used()
         if u is not None and base is not None:
             nvml_peak = max(nvml_peak, u - base)
+            result["nvml_peak_bytes"] = nvml_peak
         result["losses"].append(value)
         result["losses_hex"].append(value.hex())
         result["step_s"].append(dt)
+        write_result(a, result)
         print(f"step {i} loss {value:.6f} ({value.hex()}) {dt * 1e3:.1f} ms", flush=True)
         if a.time_limit and time.perf_counter() - t_train > a.time_limit:
             print(f"time limit reached after {i + 1} steps", flush=True)
             break
-    timed = result["step_s"][a.warmup:] or result["step_s"][-1:]
-    result["median_step_s"] = statistics.median(timed)
     result["nvml_peak_bytes"] = nvml_peak if base is not None else None
     try:
         stats = dev.memory_stats() or {}
@@ -191,16 +204,38 @@ def train(a, result):
 
 
 def past_stop(a, step_s):
-    """Whether the next step would likely end after --stop-at (judged by the last step)."""
-    if not a.stop_at or not step_s:
+    """Whether the next step would likely end after --stop-at. Judged by the slowest step after
+    the first: the first one compiles (and warms caches), so it never predicts the next. With only
+    the first step done, the second one always starts (unless --stop-at has passed): if it then
+    overruns, the steps before it are already written."""
+    if not a.stop_at:
         return False
-    return time.time() + 1.5 * step_s[-1] > a.stop_at
+    later = step_s[1:]
+    return time.time() + (1.5 * max(later) if later else 0.0) > a.stop_at
+
+
+def median_step(a, step_s):
+    """Median step time after --warmup steps (else after the first); None before that."""
+    timed = step_s[a.warmup:] or step_s[1:]
+    return statistics.median(timed) if timed else None
+
+
+def write_result(a, result):
+    """The result so far, replacing the file atomically: written after every step, so a run
+    that fails or is killed later keeps the steps it made."""
+    if not a.out:
+        return
+    result["median_step_s"] = median_step(a, result["step_s"])
+    tmp = a.out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, a.out)
 
 
 def main(argv=None):
     a = parse_args(argv)
     result = {"ok": False, "config": vars(a), "losses": [], "losses_hex": [], "step_s": [],
-              "argv": sys.argv}
+              "median_step_s": None, "argv": sys.argv}
     t0 = time.perf_counter()
     try:
         train(a, result)
@@ -209,11 +244,7 @@ def main(argv=None):
         result["error"] = f"{type(e).__name__}: {e}"
         traceback.print_exc()
     result["wall_s"] = time.perf_counter() - t0
-    if a.out:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, a.out)
+    write_result(a, result)
     print(("ok" if result["ok"] else "FAILED") + f" in {result['wall_s']:.1f} s", flush=True)
     return 0 if result["ok"] else 1
 

@@ -64,3 +64,16 @@ extern "C" __global__ void kit_read(const uint64_t *buf, uint64_t words, unsigne
     }
     if (acc == KIT_READ_MAGIC) sink[0] = acc;
 }
+
+/* The multi-tensor-apply shape: block row y takes buffers y, y + gridDim.y, ... */
+extern "C" __global__ void kit_wide(const kit_wide_args a, unsigned long long *errors) {
+    uint64_t bad = 0;
+    for (uint64_t b = blockIdx.y; b < a.count; b += gridDim.y) {
+        uint64_t *buf = a.buf[b];
+        for (uint64_t i = first_index(); i < a.words; i += stride()) {
+            bad += buf[i] != kit_word(a.id[b], a.version, i);
+            buf[i] = kit_word(a.id[b], a.version + 1, i);
+        }
+    }
+    report(errors, bad);
+}

@@ -33,9 +33,24 @@ const char *kit_rc_name(CUresult rc) {
     }
 }
 
+void (*kit_on_failure)(CUresult rc, const char *what);
+
 void kit_die_rc(CUresult rc, const char *what, const char *file, int line) {
     fprintf(stderr, "%s:%d: %s failed: %s (%d)\n", file, line, what, kit_rc_name(rc), (int)rc);
+    fflush(stderr);
+    if (kit_on_failure != NULL) kit_on_failure(rc, what);
     exit(1);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double kit_median(double *v, int n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double kit_now(void) {
@@ -96,6 +111,24 @@ static void check_layout(CUfunction f, const char *name, size_t n) {
     }
 }
 
+/* kit_wide: the struct at 0, the errors pointer right after it, nothing else. */
+static void check_wide_layout(CUfunction f) {
+    static const size_t want[2][2] = {{0, KIT_WIDE_BYTES}, {KIT_WIDE_BYTES, 8}};
+    for (size_t i = 0; i <= 2; i++) {
+        size_t offset = 0, size = 0;
+        CUresult rc = cuFuncGetParamInfo(f, i, &offset, &size);
+        if (rc == CUDA_ERROR_NOT_SUPPORTED) return;
+        if (i == 2 && rc == CUDA_ERROR_INVALID_VALUE) return;
+        if (i == 2 || rc != CUDA_SUCCESS || offset != want[i][0] || size != want[i][1]) {
+            fprintf(stderr,
+                    "kernel kit_wide: parameter %zu is %s (offset %zu, size %zu); kit.h expects "
+                    "a %d-byte struct and a pointer\n",
+                    i, kit_rc_name(rc), offset, size, KIT_WIDE_BYTES);
+            exit(1);
+        }
+    }
+}
+
 void kit_load(struct kit_module *m, const char *cubin) {
     memset(m, 0, sizeof *m);
     if (cubin == NULL) {
@@ -119,6 +152,8 @@ void kit_load(struct kit_module *m, const char *cubin) {
     } while (0);
     KIT_KERNELS(KIT_GET)
 #undef KIT_GET
+    KIT_CK(cuModuleGetFunction(&m->wide, m->mod, "kit_wide"));
+    check_wide_layout(m->wide);
     CUdevice dev;
     int sms = 0;
     KIT_CK(cuCtxGetDevice(&dev));
@@ -158,4 +193,13 @@ CUresult kit_read_launch(const struct kit_module *m, CUstream s, CUdeviceptr buf
     uint64_t words = bytes / 8;
     void *args[] = {&buf, &words, &sink};
     return launch(m, m->read, s, words / 2, args);
+}
+
+CUresult kit_wide_launch(const struct kit_module *m, CUstream s, const struct kit_wide_args *a,
+                         CUdeviceptr errors) {
+    /* One block row per buffer (up to count), a few blocks across each. */
+    unsigned x = kit_blocks(m, a->words), y = a->count == 0 ? 1 : (unsigned)a->count;
+    if (x > 4) x = 4;
+    void *args[] = {(void *)a, &errors};
+    return cuLaunchKernel(m->wide, x, y, 1, 256, 1, 1, 0, s, args, NULL);
 }

@@ -5,8 +5,9 @@
  *   - on the simulator: KIT_SIM_IMAGE, a simcuda text module whose kernel bodies are the host
  *     functions of kit_sim.c (programs link with -rdynamic so the simulator finds them);
  *   - on a GPU: kernels.cu compiled by nvcc -cubin -arch=sm_90, loaded with cuModuleLoadData.
- * Every kernel parameter is 8 bytes (a pointer or a u64), so both images lay them out at 8 * i;
- * kit_check_layout() checks that with cuFuncGetParamInfo on whichever image was loaded. */
+ * Every parameter of KIT_KERNELS is 8 bytes (a pointer or a u64), so both images lay them out at
+ * 8 * i; kit_wide takes one by-value struct and a pointer. kit_load checks both layouts with
+ * cuFuncGetParamInfo on whichever image was loaded. */
 #ifndef HOSTOFF_GPU_KIT_H
 #define HOSTOFF_GPU_KIT_H
 
@@ -47,9 +48,23 @@ KIT_HD uint64_t kit_word(uint64_t id, uint64_t version, uint64_t i) {
     "kernel kit_fill ptr u64 u64 u64\n"                                                            \
     "kernel kit_check ptr u64 u64 u64 ptr\n"                                                       \
     "kernel kit_vu3 ptr u64 u64 u64 ptr u64 u64 u64 ptr u64 u64 u64 ptr\n"                         \
-    "kernel kit_read ptr u64 ptr\n"
+    "kernel kit_read ptr u64 ptr\n" KIT_WIDE_IMAGE
 
 #define KIT_READ_MAGIC 0x5EED5EED5EED5EEDull
+
+/* kit_wide: the multi-tensor-apply shape (PyTorch's foreach and fused optimizers pass hundreds
+ * of tensor pointers in one by-value struct). One launch verifies and rewrites `count` buffers,
+ * each of `words` words holding kit_word(id[b], version, i), and writes version + 1. 128
+ * buffers: 128 * 16 + 24 = 2072 bytes, inside the 4 KiB every driver accepts for parameters.
+ * Parameters: (struct kit_wide_args, errors): the struct at offset 0, errors right after it. */
+#define KIT_WIDE_MAX 128
+struct kit_wide_args {
+    uint64_t *buf[KIT_WIDE_MAX];
+    uint64_t id[KIT_WIDE_MAX];
+    uint64_t words, version, count;
+};
+#define KIT_WIDE_BYTES 2072 /* sizeof(struct kit_wide_args), checked below */
+#define KIT_WIDE_IMAGE "kernel kit_wide b2072 ptr\n"
 
 #ifndef __CUDACC__
 #include <cuda.h>
@@ -58,9 +73,11 @@ KIT_HD uint64_t kit_word(uint64_t id, uint64_t version, uint64_t i) {
 
 #define KIT_MIB (1ull << 20)
 
+_Static_assert(sizeof(struct kit_wide_args) == KIT_WIDE_BYTES, "KIT_WIDE_BYTES");
+
 struct kit_module {
     CUmodule mod;
-    CUfunction fill, check, vu3, read;
+    CUfunction fill, check, vu3, read, wide;
     int sms;           /* multiprocessors: sizes the grids on a GPU */
     const char *image; /* "simulator text image" or the cubin's path */
 };
@@ -73,6 +90,10 @@ struct kit_module {
     } while (0)
 
 void kit_die_rc(CUresult rc, const char *what, const char *file, int line);
+
+/* When set, kit_die_rc calls it (after printing) instead of exiting: vmmfacts records the failed
+ * section and goes on with the next one. It must not return (it longjmps). */
+extern void (*kit_on_failure)(CUresult rc, const char *what);
 
 /* cuInit, device 0's primary context made current on this thread; returns it. */
 CUcontext kit_primary(CUdevice *dev);
@@ -91,6 +112,11 @@ CUresult kit_check_launch(const struct kit_module *m, CUstream s, CUdeviceptr bu
                           uint64_t version, uint64_t bytes, CUdeviceptr errors);
 CUresult kit_read_launch(const struct kit_module *m, CUstream s, CUdeviceptr buf, uint64_t bytes,
                          CUdeviceptr sink);
+CUresult kit_wide_launch(const struct kit_module *m, CUstream s, const struct kit_wide_args *a,
+                         CUdeviceptr errors);
+
+/* The median of v[0..n) (sorts v); 0 when n == 0. */
+double kit_median(double *v, int n);
 
 /* Monotonic wall clock in seconds. */
 double kit_now(void);

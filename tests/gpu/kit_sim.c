@@ -25,6 +25,7 @@ void kit_fill(void **p);
 void kit_check(void **p);
 void kit_vu3(void **p);
 void kit_read(void **p);
+void kit_wide(void **p);
 
 void kit_fill(void **p) {
     uint64_t *buf = PTR(0), id = U64(1), version = U64(2), words = U64(3);
@@ -65,4 +66,18 @@ void kit_read(void **p) {
         acc ^= buf[i];
     if (acc == KIT_READ_MAGIC) PTR(2)[0] = acc;
     duration(8 * words);
+}
+
+void kit_wide(void **p) {
+    const struct kit_wide_args *a = p[0];
+    uint64_t bad = 0;
+    for (uint64_t b = 0; b < a->count && b < KIT_WIDE_MAX; b++) {
+        uint64_t *buf = a->buf[b];
+        for (uint64_t i = 0; i < a->words; i++) {
+            bad += buf[i] != kit_word(a->id[b], a->version, i);
+            buf[i] = kit_word(a->id[b], a->version + 1, i);
+        }
+    }
+    add_errors(*(uint64_t **)p[1], bad);
+    duration(16 * a->words * a->count);
 }

@@ -7,7 +7,8 @@ DEST receives:
   libhostoff.so        the library, from the source lists of src/, interpose/ and policy/'s
                        meson.build files, compiled with meson's flags (C11, -O2, hidden
                        visibility, the version script)
-  integrity, vmmfacts  the kit's driver-API programs (tests/gpu), linked -rdynamic to libcuda.so.1
+  integrity, vmmfacts, tensormap
+                       the kit's driver-API programs (tests/gpu), linked -rdynamic to libcuda.so.1
                        (the toolkit's stub at build time; the real driver or the simulator at run
                        time)
   libhostoff_torch.so  the PyTorch pluggable-allocator adapter (contrib/pytorch)
@@ -35,7 +36,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 KIT_C = ["tests/gpu/kit.c", "tests/gpu/kit_sim.c"]
-PROGRAMS = {"integrity": "tests/gpu/integrity.c", "vmmfacts": "tests/gpu/vmmfacts.c"}
+PROGRAMS = {"integrity": "tests/gpu/integrity.c", "vmmfacts": "tests/gpu/vmmfacts.c",
+            "tensormap": "tests/gpu/tensormap.c"}
 ADAPTER = "contrib/pytorch/hostoff_torch_alloc.c"
 KERNELS = "tests/gpu/kernels.cu"
 LIB_DEPS_OK = {"threads", "dl"}
@@ -207,7 +209,7 @@ def build(dest, cuda_root="/usr/local/cuda", cc=None, nvcc=None, werror=False, j
     kit_inc = ["-I" + str(root / "tests" / "gpu"), "-I" + str(cuda_root / "include")]
     for name, src in PROGRAMS.items():
         sh([cc, *CFLAGS, *warn, *kit_inc, "-rdynamic", "-o", dest / name, root / src,
-            *(root / k for k in KIT_C), *cuda_link, "-pthread"], log)
+            *(root / k for k in KIT_C), *cuda_link, "-pthread", "-lm"], log)
     sh([cc, *CFLAGS, *warn, "-shared", "-I" + str(cuda_root / "include"), "-o",
         dest / "libhostoff_torch.so", root / ADAPTER, *cuda_link], log)
 

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
-"""What of the GPU kit runs without a GPU: the simulator halves, the nvcc build of the kernels,
-the Python scripts' syntax and arguments, the run script's own logic and the whole run script in
---sim mode.
+"""What of the GPU kit runs without a GPU: the C programs on the simulator, the nvcc build of the
+kernels, the Python scripts' syntax and arguments (the run script itself: run_tests.py).
 
-Usage: sim_tests.py CLASS [unittest options]   (meson test --suite gpu runs each class)
+Usage: sim_tests.py CLASS [TEST ...]   (meson test --suite gpu runs each class)
 
 Builds nothing but what a class says (KernelsNvcc: a cubin; KitSim: the kit with kitbuild.py, in
 a temporary folder). Every path comes from the environment meson sets (tests/gpu/meson.build):
@@ -122,12 +121,14 @@ def run(cmd, preload=False, env=None, reports=False, timeout=TIMEOUT):
 
 
 def kit_image_kernels():
-    """KIT_SIM_IMAGE's kernels and parameter counts, read from kit.h."""
+    """KIT_SIM_IMAGE's kernels (KIT_WIDE_IMAGE's too) and KIT_KERNELS' parameter counts, read
+    from kit.h."""
     text = (GPU_DIR / "kit.h").read_text(encoding="utf-8")
     image = text[text.index("#define KIT_SIM_IMAGE"):]
     image = image[:image.index("\n\n")]
+    wide = text[text.index("#define KIT_WIDE_IMAGE"):].splitlines()[0]
     kernels = {}
-    for m in re.finditer(r'"kernel (\w+)((?: \w+)*)\\n"', image):
+    for m in re.finditer(r'"kernel (\w+)((?: \w+)*)\\n"', image + wide):
         kernels[m.group(1)] = m.group(2).split()
     table = text[text.index("#define KIT_KERNELS(X)"):]
     table = table[:table.index("\n\n")]
@@ -192,6 +193,33 @@ class IntegritySim(unittest.TestCase):
         self.assertIn("integrity: FAILED", r.out)
         self.assertIn("1 words wrong", r.err)
 
+    def test_a_hundred_buffers_in_one_launch(self):
+        """The multi-tensor-apply shape: 100 buffers in one by-value struct, rewritten by one
+        launch 8 times while other threads' work pushes buffers out under a budget."""
+        r = run([prog("integrity"), "--total-mib=64", "--buffer-mib=8", "--small=2",
+                 self.ops(150), "--wide=100", "--wide-kib=256", "--wide-rounds=8", "--seed=5"],
+                preload=True, env={"HOSTOFF_BUDGET": "40M", "HOSTOFF_MIN_BYTES": "256K"},
+                reports=True)
+        self.assertEqual(r.rc, 0, r.why())
+        self.assertIn("integrity: ok", r.out)
+        self.assertIn("wide_buffers=100 wide_launches=8", r.out)
+        self.check_sim(r)
+        self.assertGreater(r.report["counts"]["evictions"], 100, r.report["counts"])
+        wide = [b for b in r.report["buffers"] if b["bytes"] == 256 << 10]
+        self.assertEqual(len(wide), 100)
+        # The safety rule holds above (bytes exact, no hazard). Attribution: the first 64 wide
+        # buffers are seen in every launch (8 wide launches plus the fill); the engine records
+        # at most 64 buffers a launch until issue 12 lifts that cap, so the rest may show fewer
+        # uses: the kit reports that count as a finding, it is not what this test checks.
+        self.assertTrue(all(b["uses"] >= 9 for b in wide[:64]), [b["uses"] for b in wide])
+
+    def test_wide_struct_is_checked_bit_exact(self):
+        """A wrong word in a wide buffer is caught like any other."""
+        r = run([prog("integrity"), "--total-mib=16", "--buffer-mib=8", "--small=0", "--ops=20",
+                 "--wide=120", "--wide-kib=64", "--wide-rounds=2", "--corrupt"])
+        self.assertEqual(r.rc, 1, r.why())
+        self.assertIn("1 words wrong", r.err)
+
     def test_json_output(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "i.json")
@@ -205,7 +233,8 @@ class IntegritySim(unittest.TestCase):
 
     def test_bad_arguments(self):
         for args in (["--buffer-mib=6"], ["--threads=0"], ["--copy-pct=80", "--churn-pct=30"],
-                     ["extra"], ["--no-such-option"]):
+                     ["extra"], ["--no-such-option"], ["--wide=129"], ["--wide-kib=6"],
+                     ["--wide=4", "--wide-rounds=0"]):
             r = run([prog("integrity"), *args])
             self.assertEqual(r.rc, 2, r.why())
 
@@ -220,12 +249,14 @@ class IntegritySim(unittest.TestCase):
 
 
 class VmmFactsSim(unittest.TestCase):
-    """vmmfacts on the simulator: a smoke test of every measurement and its table."""
+    """vmmfacts on the simulator: a smoke test of every measurement and its table, and of a
+    section failing mid-way."""
 
     def test_quick_table_and_json(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "v.json")
-            r = run([prog("vmmfacts"), "--quick", f"--json={out}"], reports=True)
+            r = run([prog("vmmfacts"), "--quick", f"--json={out}",
+                     "--sections=facts,calls,bw,costs"], reports=True)
             self.assertEqual(r.rc, 0, r.why())
             f = load(out)
         self.assertIn("vmmfacts: ok", r.out)
@@ -237,15 +268,66 @@ class VmmFactsSim(unittest.TestCase):
         self.assertEqual(f["granularity_min_DEVICE"], 2 * MiB)
         for k in ("us_create_DEVICE_2MiB", "us_unmap_HOST_64MiB", "read_gbps_host_vmm",
                   "copy_gbps_h2d", "copy_gbps_d2h", "copy_gbps_both_sum", "copy_gbps_evict",
-                  "copy_gbps_evict_restore_sum"):
+                  "copy_gbps_evict_restore_sum", "us_hostalloc_2MiB", "us_freehost_64MiB",
+                  "us_memalloc_64MiB", "us_launch", "us_event_record", "us_event_query",
+                  "us_stream_wait_event", "copy_gbps_dtod"):
             self.assertGreater(f[k], 0, k)
+        self.assertEqual(f["sections_done"], "facts,calls,bw,costs")
+        self.assertEqual(f["sections_failed"], "")
+        # --quick measures 2 and 64 MiB: 512 MiB is absent, never a made-up 0.
+        self.assertNotIn("us_create_DEVICE_512MiB", f)
         # The simulator's duplex model (55 + 33 GB/s): both directions beat one.
         self.assertGreater(f["copy_gbps_both_sum"], f["copy_gbps_h2d"])
         self.assertEqual(r.sim["illegal_accesses"], 0)
 
+    def test_a_failed_section_keeps_the_others(self):
+        """The bandwidth section's first cuMemHostAlloc fails: that section ends with its error,
+        the figures before it and the next section's are kept, and the file is whole JSON."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "v.json")
+            r = run([prog("vmmfacts"), "--quick", f"--json={out}",
+                     "--sections=calls,bw,costs"], env={"SIMCUDA_FAIL": "cuMemHostAlloc:1"})
+            f = load(out)
+        self.assertEqual(r.rc, 1, r.why())
+        self.assertIn("section bw FAILED", r.out)
+        self.assertEqual(f["sections_done"], "facts,calls,costs")
+        self.assertEqual(f["sections_failed"], "bw")
+        self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", f["error_bw"])
+        self.assertIn("bw_bytes", f)  # measured before the failure
+        self.assertNotIn("copy_gbps_h2d", f)  # never measured: absent
+        self.assertGreater(f["us_create_HOST_64MiB"], 0)
+        self.assertGreater(f["us_launch"], 0)
+
     def test_bad_arguments(self):
-        for args in (["--reps=0"], ["--bw-mib=1"], ["x"]):
+        for args in (["--reps=0"], ["--bw-mib=1"], ["x"], ["--sections=calls,gpu"]):
             self.assertEqual(run([prog("vmmfacts"), *args]).rc, 2)
+
+
+class TensorMapSim(unittest.TestCase):
+    """tensormap on the simulator: the finding is consistent with what the driver did."""
+
+    def test_finding(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.json")
+            r = run([prog("tensormap"), f"--json={out}"])
+            self.assertEqual(r.rc, 0, r.why())
+            j = load(out)
+        self.assertIn("tensormap: ", r.out)
+        if j["encode"] != "CUDA_SUCCESS":
+            # A simulator without cuTensorMapEncodeTiled: said so, nothing invented.
+            self.assertTrue(j["finding"].startswith("not encoded"), j)
+            self.assertIsNone(j["descriptor_hex"])
+            self.assertEqual(j["plain_offsets"], [])
+            return
+        self.assertEqual(len(j["descriptor_hex"]), 256)
+        desc = bytes.fromhex(j["descriptor_hex"])
+        for o in j["plain_offsets"]:
+            self.assertEqual(struct.unpack_from("<Q", desc, o)[0], j["address"])
+        self.assertIn(j["finding"], ("plain address", "encoded address", "address not found"))
+        self.assertTrue(j["changed_bytes"], j)
+
+    def test_bad_arguments(self):
+        self.assertEqual(run([prog("tensormap"), "x"]).rc, 2)
 
 
 class AdapterSim(unittest.TestCase):
@@ -318,8 +400,9 @@ class KernelsNvcc(unittest.TestCase):
     def test_cubin_matches_the_simulator_image(self):
         nvcc = self.nvcc()
         kernels, counts = kit_image_kernels()
-        self.assertEqual({k: len(v) for k, v in kernels.items()}, counts,
+        self.assertEqual({k: len(v) for k, v in kernels.items() if k != "kit_wide"}, counts,
                          "KIT_SIM_IMAGE and KIT_KERNELS disagree")
+        self.assertEqual(kernels["kit_wide"], ["b2072", "ptr"])
         with tempfile.TemporaryDirectory() as d:
             cubin = Path(d) / "kernels.cubin"
             p = subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-O3", "-Xptxas", "-v",
@@ -334,8 +417,12 @@ class KernelsNvcc(unittest.TestCase):
         for name, types in kernels.items():
             info = secs.get(".nv.info." + name)
             self.assertIsNotNone(info, f"{name}: not in the cubin")
-            self.assertTrue(all(t in ("ptr", "u64", "i64", "f64") for t in types), types)
-            want = [(i, 8 * i, 8) for i in range(len(types))]
+            want, offset = [], 0
+            for i, t in enumerate(types):
+                size = int(t[1:]) if re.fullmatch(r"b\d+", t) else 8
+                self.assertTrue(t in ("ptr", "u64", "i64", "f64") or t.startswith("b"), types)
+                want.append((i, offset, size))
+                offset += (size + 7) // 8 * 8
             self.assertEqual(kparams(info), want, f"{name}: parameter layout")
             self.assertIn(".text." + name, secs)
 
@@ -352,7 +439,9 @@ class PythonScripts(unittest.TestCase):
     """Syntax and argument parsing; torch and jax must be imported only after parsing."""
 
     SCRIPTS = ["tests/gpu/torch_gpt.py", "tests/gpu/jax_tfm.py", "tests/gpu/run",
-               "tests/gpu/kitbuild.py", "tests/gpu/sim_tests.py", "contrib/pytorch/hostoff_torch.py"]
+               "tests/gpu/kitbuild.py", "tests/gpu/sim_tests.py", "tests/gpu/run_tests.py",
+               "tests/gpu/kit_cstages.py", "tests/gpu/kit_train.py", "tests/gpu/costfile.py",
+               "tests/gpu/rehearse.py", "contrib/pytorch/hostoff_torch.py"]
 
     @classmethod
     def setUpClass(cls):
@@ -388,7 +477,9 @@ class PythonScripts(unittest.TestCase):
                         ("tests/gpu/torch_gpt.py", ["--steps=0"]),
                         ("tests/gpu/jax_tfm.py", ["--layers=0"]),
                         ("tests/gpu/jax_tfm.py", ["--time-limit=-1"]),
-                        ("tests/gpu/run", ["--sim", "/tmp/x"]),
+                        ("tests/gpu/run", ["--sim", "--simcuda-dir=/nonexistent", "/tmp/x"]),
+                        ("tests/gpu/run", ["--backend=managed", "/tmp/x"]),
+                        ("tests/gpu/run", ["--sim", "--rehearse", "/tmp/x"]),
                         ("tests/gpu/run", ["--only=env,gpu", "/tmp/x"]),
                         ("tests/gpu/run", ["--deadline=5", "/tmp/x"]),
                         ("tests/gpu/run", [])):
@@ -406,6 +497,29 @@ class PythonScripts(unittest.TestCase):
                 self.assertIs(r["ok"], False)
                 self.assertIn("imported before the arguments were parsed", r["error"])
                 self.assertEqual(r["losses"], [])
+
+    def test_stop_rule_ignores_the_compiling_step(self):
+        """The first step (compilation) never predicts the next; later ones do. The median
+        leaves out the warm-up steps and is None before there is a timed step."""
+        sys.path.insert(0, str(GPU_DIR))
+        import time as clock
+
+        import torch_gpt
+
+        class A:
+            stop_at = clock.time() + 10
+            warmup = 2
+            out = None
+
+        a = A()
+        self.assertFalse(torch_gpt.past_stop(a, [60.0]))  # compiling took a minute
+        self.assertTrue(torch_gpt.past_stop(a, [60.0, 8.0]))  # 1.5 x 8 s > 10 s left
+        self.assertFalse(torch_gpt.past_stop(a, [60.0, 1.0, 2.0]))
+        a.stop_at = clock.time() - 1
+        self.assertTrue(torch_gpt.past_stop(a, [60.0]))
+        self.assertIsNone(torch_gpt.median_step(a, [60.0]))
+        self.assertEqual(torch_gpt.median_step(a, [60.0, 3.0]), 3.0)
+        self.assertEqual(torch_gpt.median_step(a, [60.0, 3.0, 1.0, 2.0, 5.0]), 2.0)
 
     def test_adapter_helper_without_torch(self):
         code = textwrap.dedent(f"""
@@ -425,176 +539,6 @@ class PythonScripts(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("missing ok", p.stdout)
         self.assertIn("install needs torch: torch imported", p.stdout)
-
-
-# --------------------------------------------------------------------------- the run script
-
-
-FAKE_TRAIN = r'''
-import argparse, json, os, sys
-ap = argparse.ArgumentParser()
-ap.add_argument("--out"); ap.add_argument("--allocator", default="caching")
-ap.add_argument("--adapter"); ap.add_argument("--checkpoint", action="store_true")
-ap.add_argument("--remat", action="store_true"); ap.add_argument("--stop-at")
-ap.add_argument("--steps"); ap.add_argument("--batch")
-a = ap.parse_args()
-flags = os.environ.get("XLA_FLAGS", "")
-if "xla_gpu_deterministic_ops" in flags:
-    print("Unknown flags in XLA_FLAGS: " + flags); sys.exit(1)
-budget = os.environ.get("HOSTOFF_BUDGET")
-losses = [10.5, 10.25, 10.0, 9.75]
-if budget and os.environ.get("FAKE_DIFFER"):
-    losses[2] = 10.000001
-lib = bool(os.environ.get("LD_PRELOAD"))
-r = {"ok": True, "losses": losses, "losses_hex": [x.hex() for x in losses],
-     "step_s": [0.5, 0.1, 0.1, 0.1], "median_step_s": 0.2 if budget else 0.1,
-     "app_peak_bytes": 10 << 30, "nvml_peak_bytes": 11 << 30, "env_budget": budget,
-     "xla_flags": flags, "allocator": a.allocator}
-json.dump(r, open(a.out, "w"))
-rep = os.environ.get("HOSTOFF_REPORT")
-if rep:
-    rep = rep.replace("%p", str(os.getpid()))
-    peak = int(budget[:-1]) << 20 if budget else 12 << 30
-    json.dump({"counts": {"evictions": 5 if budget else 0, "restores": 4, "demand_restores": 1,
-                          "prefetches": 0, "allocs": 9, "launches": 99},
-               "bytes": {"to_host": 3 << 30, "to_device": 2 << 30, "peak_device": peak,
-                         "peak_host": 1 << 30},
-               "time_ns": {"stall": 1500000000}, "backend": "vmm", "mode": "offload"},
-              open(rep, "w"))
-'''
-
-
-def load_runner():
-    loader = importlib.machinery.SourceFileLoader("gpu_kit_run", str(GPU_DIR / "run"))
-    spec = importlib.util.spec_from_loader("gpu_kit_run", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-class RunnerLogic(unittest.TestCase):
-    """tests/gpu/run's training stages with a fake training script (no torch, no GPU): budgets
-    sized from the no-budget run's peak, losses compared, failures marked, XLA flags retried."""
-
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        d = Path(self.tmp.name)
-        self.fake = d / "fake_train.py"
-        self.fake.write_text(FAKE_TRAIN)
-        (d / "kit").mkdir()
-        # An empty library stands in for libhostoff.so: the real one would write its own report.
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if cc is None:
-            raise unittest.SkipTest("no C compiler")
-        (d / "empty.c").write_text("int hostoff_kit_fake;\n")
-        subprocess.run([cc, "-shared", "-fPIC", "-o", str(d / "kit" / "libhostoff.so"),
-                        str(d / "empty.c")], check=True)
-        self.mod = load_runner()
-        os.environ.pop("FAKE_DIFFER", None)
-
-    def tearDown(self):
-        os.environ.pop("FAKE_DIFFER", None)
-        self.tmp.cleanup()
-
-    def kit(self, *args):
-        a = self.mod.parse_args([str(Path(self.tmp.name) / "out"), *args])
-        k = self.mod.Kit(a)
-        k.kit = Path(self.tmp.name) / "kit"
-        k.scripts = {"torch": self.fake, "jax": self.fake}
-        self.addCleanup(shutil.rmtree, k.work, True)
-        return k
-
-    def rows(self, k, stage):
-        return {r[1]: r for r in k.rows if r[0] == stage}
-
-    def test_torch_cases_budgets_and_losses(self):
-        k = self.kit()
-        ok = k.train_runs("torch", k.torch_cases(), 300, [])
-        self.assertTrue(ok, k.rows)
-        rows = self.rows(k, "torch")
-        self.assertEqual(len(rows), 10, rows)
-        for name, r in rows.items():
-            self.assertEqual(r[2], "ok", r)
-            if name.endswith("no library"):
-                continue
-            self.assertIn("losses identical (4 steps)", r[3])
-        info = k.results["stages"]["torch"]
-        # The -50% budget is half the library run's peak (12 GiB in the fake report).
-        self.assertEqual(info["caching/budget -50%"]["env_budget"], f"{6 << 10}M")
-        self.assertEqual(info["hostoff/budget -30%"]["budget"], int((12 << 30) * 0.7) >> 20 << 20)
-        self.assertEqual(info["hostoff/library"]["allocator"], "hostoff")
-        self.assertIn("2.00x", rows["caching/budget -50%"][3])
-        self.assertIn("evictions 5", rows["caching/budget -50%"][3])
-
-    def test_different_losses_fail(self):
-        os.environ["FAKE_DIFFER"] = "1"
-        k = self.kit()
-        self.assertFalse(k.train_runs("torch", k.torch_cases()[:6], 300, []))
-        rows = self.rows(k, "torch")
-        self.assertEqual(rows["caching/budget -50%"][2], "DIFFERS")
-        self.assertIn("losses DIFFER from step 2", rows["caching/budget -50%"][3])
-        self.assertEqual(rows["caching/library"][2], "ok")
-
-    def test_out_of_time_is_a_skip_that_fails(self):
-        k = self.kit()
-        self.assertFalse(k.train_runs("torch", k.torch_cases(), 10, []))
-        self.assertTrue(all(r[2] == "skipped" for r in k.rows), k.rows)
-
-    def test_jax_retries_unknown_xla_flags(self):
-        k = self.kit("--jax-steps=4")
-        k.mode = "gpu"
-        self.assertTrue(k.stage_jax(300), k.rows)
-        info = k.results["stages"]["jax"]
-        self.assertEqual(info["XLA_FLAGS"], self.mod.XLA_FLAG_SETS[1])
-        self.assertEqual(info["jax/library"]["xla_flags"], self.mod.XLA_FLAG_SETS[1])
-        rows = self.rows(k, "jax")
-        self.assertEqual(rows["XLA_FLAGS"][2], "note")
-        self.assertEqual(rows["jax/remat"][2], "ok")
-
-    def test_table_and_results(self):
-        k = self.kit("--only=torch", "--pack")
-        k.train_runs("torch", k.torch_cases()[:2], 300, [])
-        rc = k.finish()
-        self.assertEqual(rc, 0)
-        out = Path(self.tmp.name) / "out"
-        self.assertEqual(sorted(p.name for p in out.iterdir()),
-                         ["logs.tar.gz", "results.json", "summary.txt"])
-        res = load(out / "results.json")
-        self.assertIs(res["ok"], True)
-        self.assertIn("caching/library", (out / "summary.txt").read_text())
-
-
-class KitSim(unittest.TestCase):
-    """The whole run script in --sim mode: builds the kit with kitbuild.py (plain cc, warnings
-    as errors), checks ldd, runs the integrity test (control, under the library, a corrupted
-    word) and the VMM facts on the simulator, skips torch and jax, packs three files."""
-
-    def test_run_sim(self):
-        if SANITIZER:
-            raise unittest.SkipTest("builds its own kit: once, in the plain build, is enough")
-        if not SIMDIR:
-            raise unittest.SkipTest("GPU_SIMCUDA_DIR is not set")
-        with tempfile.TemporaryDirectory(prefix="gpu-kit-") as d:
-            p = subprocess.run([sys.executable, str(GPU_DIR / "run"), "--sim", "--rebuild",
-                                f"--simcuda-dir={SIMDIR}", "--pack", d], env=base_env(),
-                               capture_output=True, text=True, timeout=TIMEOUT)
-            self.assertEqual(p.returncode, 0, p.stdout[-4000:] + p.stderr[-4000:])
-            self.assertEqual(sorted(os.listdir(d)), ["logs.tar.gz", "results.json", "summary.txt"])
-            res = load(os.path.join(d, "results.json"))
-            with tarfile.open(os.path.join(d, "logs.tar.gz")) as t:
-                names = t.getnames()
-        self.assertIs(res["ok"], True)
-        status = {(r["stage"], r["case"]): r["status"] for r in res["rows"]}
-        self.assertEqual(status[("integrity", "budget 32 MiB")], "ok")
-        self.assertEqual(status[("integrity", "corrupted word is caught")], "ok")
-        self.assertEqual(status[("ldd", "libhostoff.so")], "ok")
-        self.assertEqual(status[("torch", "all cases")], "skipped")
-        self.assertIn("built here", res["stages"]["build"]["how"])
-        self.assertTrue(any(re.match(r"logs/integrity-lib\.hostoff\.\d+\.json$", n) for n in names),
-                        names)
-        self.assertIn("logs/vmmfacts.log", names)
-        # The table is the last thing printed.
-        self.assertTrue(p.stdout.rstrip().endswith("-" * 20), p.stdout[-500:])
 
 
 def main():

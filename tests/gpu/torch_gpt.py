@@ -10,7 +10,8 @@ recorded exactly (float.hex), so runs with and without libhostoff.so can be comp
   --allocator hostoff   the per-tensor pluggable allocator of contrib/pytorch (--adapter PATH)
   --checkpoint          torch.utils.checkpoint around every block (rematerialisation)
 
-Writes --out JSON: losses, per-step times, the median step time after --warmup steps, the
+Writes --out JSON after every step (so a run cut short keeps its steps): losses, per-step times,
+the median step time after --warmup steps, the
 allocator's peak (caching: max_memory_reserved/allocated; hostoff: requested bytes held),
 NVML's largest device memory in use sampled after each forward and backward (when pynvml is
 there), and any error. torch is imported only after the arguments are parsed.
@@ -241,13 +242,12 @@ def train(a, result):
         result["losses"].append(value)
         result["losses_hex"].append(float(value).hex())
         result["step_s"].append(dt)
+        write_result(a, result)
         print(f"step {step} loss {value:.6f} ({float(value).hex()}) {dt * 1e3:.1f} ms",
               flush=True)
         if a.time_limit and time.perf_counter() - t_train > a.time_limit:
             print(f"time limit reached after {step + 1} steps", flush=True)
             break
-    timed = result["step_s"][a.warmup:] or result["step_s"][-1:]
-    result["median_step_s"] = statistics.median(timed)
     result["nvml_peak_bytes"] = nvml_peak if base is not None else None
     if hostoff_torch is not None:
         s = hostoff_torch.stats()
@@ -259,16 +259,38 @@ def train(a, result):
 
 
 def past_stop(a, step_s):
-    """Whether the next step would likely end after --stop-at (judged by the last step)."""
-    if not a.stop_at or not step_s:
+    """Whether the next step would likely end after --stop-at. Judged by the slowest step after
+    the first: the first one compiles (and warms caches), so it never predicts the next. With only
+    the first step done, the second one always starts (unless --stop-at has passed): if it then
+    overruns, the steps before it are already written."""
+    if not a.stop_at:
         return False
-    return time.time() + 1.5 * step_s[-1] > a.stop_at
+    later = step_s[1:]
+    return time.time() + (1.5 * max(later) if later else 0.0) > a.stop_at
+
+
+def median_step(a, step_s):
+    """Median step time after --warmup steps (else after the first); None before that."""
+    timed = step_s[a.warmup:] or step_s[1:]
+    return statistics.median(timed) if timed else None
+
+
+def write_result(a, result):
+    """The result so far, replacing the file atomically: written after every step, so a run
+    that fails or is killed later keeps the steps it made."""
+    if not a.out:
+        return
+    result["median_step_s"] = median_step(a, result["step_s"])
+    tmp = a.out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, a.out)
 
 
 def main(argv=None):
     a = parse_args(argv)
     result = {"ok": False, "config": vars(a), "losses": [], "losses_hex": [], "step_s": [],
-              "argv": sys.argv}
+              "median_step_s": None, "argv": sys.argv}
     t0 = time.perf_counter()
     try:
         train(a, result)
@@ -277,11 +299,7 @@ def main(argv=None):
         result["error"] = f"{type(e).__name__}: {e}"
         traceback.print_exc()
     result["wall_s"] = time.perf_counter() - t0
-    if a.out:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, a.out)
+    write_result(a, result)
     print(("ok" if result["ok"] else "FAILED") + f" in {result['wall_s']:.1f} s", flush=True)
     return 0 if result["ok"] else 1
 

@@ -1,21 +1,32 @@
-/* VMM facts of the GPU kit: what the engine relies on, measured through the driver API.
+/* VMM facts and driver costs of the GPU kit, measured through the driver API. Sections
+ * (--sections, any of them, in this order):
  *
- *   - host-located cuMemCreate: the device attributes, a 2 MiB trial for each location (DEVICE,
- *     HOST, HOST_NUMA) and each location's allocation granularity (minimum / recommended);
- *   - the per-call cost (median wall time) of cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap
- *     and cuMemRelease at 2, 64 and 512 MiB, for device- and host-located handles;
- *   - kernel read bandwidth from device memory, from a host-located VMM mapping (what a kernel
- *     sees when it touches an evicted buffer) and from pinned host memory (cuMemHostAlloc);
- *   - copy bandwidth between pinned host and device memory, H2D and D2H alone and both at once,
- *     and the engine's own copies (device <-> host-located mapping, cuMemcpyDtoDAsync).
- * Bandwidths are timed with CUDA events, after one warm-up. Printed as a table; --json PATH
- * writes the same figures. On the simulator (no --cubin) it is a smoke test: its numbers are
- * the simulator's model (virtual time), not hardware.
+ *   facts   device attributes; a 2 MiB cuMemCreate at each location (DEVICE, HOST, HOST_NUMA)
+ *           and each location's allocation granularity (minimum / recommended). Always runs:
+ *           the others need the host location it finds.
+ *   calls   the per-call cost (median wall time) of cuMemCreate, cuMemMap, cuMemSetAccess,
+ *           cuMemUnmap and cuMemRelease at 2, 64 and 512 MiB, for device- and host-located handles
+ *   bw      kernel read bandwidth from device memory, from a host-located VMM mapping (what a
+ *           kernel sees when it touches an evicted buffer: the zero-copy rate) and from mapped
+ *           pinned host memory; copy bandwidth between pinned host and device memory, H2D and D2H
+ *           alone and both at once, and the engine's own copies (device <-> host-located mapping)
+ *   costs   the rest of the simulator's cost table: cuMemAlloc/cuMemFree and cuMemHostAlloc/
+ *           cuMemFreeHost at 2 and 64 MiB, the host cost of cuLaunchKernel, cuEventRecord,
+ *           cuEventQuery and cuStreamWaitEvent, and the device-to-device copy rate
  *
- *   vmmfacts [--cubin PATH] [--quick] [--bw-mib N] [--reps N] [--json PATH] */
+ * Every figure is written to --json as soon as its section ends (the file is replaced
+ * atomically, so it is always whole JSON); a failed driver call ends only its own section
+ * ("error_<section>": what failed) and the next section runs. A figure never measured is absent,
+ * never 0. Allocations stay under a sixteenth of the device's free memory; managed memory is never
+ * asked for. Bandwidths are timed with CUDA events after one warm-up. On the simulator (no
+ * --cubin) it is a smoke test: its numbers are the simulator's model (virtual time).
+ *
+ *   vmmfacts [--cubin PATH] [--quick] [--sections LIST] [--bw-mib N] [--reps N] [--json PATH] */
 #include "kit.h"
 
 #include <getopt.h>
+#include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,24 +36,87 @@ static struct {
     bool quick;
     uint64_t bw_mib;
     int reps;
+    unsigned sections;
 } opt = {.bw_mib = 1024, .reps = 5};
+
+enum { SEC_FACTS = 1, SEC_CALLS = 2, SEC_BW = 4, SEC_COSTS = 8 };
+static const char *const section_names[] = {"facts", "calls", "bw", "costs"};
 
 static CUdevice dev;
 static struct kit_module mod;
-static FILE *json;
-static bool json_first = true;
+static uint64_t alloc_cap; /* the most one buffer may take: free device memory / 16 */
+
+/* ------------------------------------------------------------------------------ JSON */
+
+#define JSON_MAX 256
+static struct {
+    char key[64];
+    char value[160];
+} jv[JSON_MAX];
+static int njv;
+
+static void jput(const char *key, const char *value) {
+    int i = 0;
+    while (i < njv && strcmp(jv[i].key, key) != 0)
+        i++;
+    if (i == JSON_MAX) return;
+    if (i == njv) njv++;
+    snprintf(jv[i].key, sizeof jv[i].key, "%s", key);
+    snprintf(jv[i].value, sizeof jv[i].value, "%s", value);
+}
 
 static void jnum(const char *key, double v) {
-    if (json == NULL) return;
-    fprintf(json, "%s\"%s\": %.12g", json_first ? "{" : ", ", key, v);
-    json_first = false;
+    if (!isfinite(v)) return; /* not measured: absent, never a made-up number */
+    char s[64];
+    snprintf(s, sizeof s, "%.12g", v);
+    jput(key, s);
 }
 
 static void jstr(const char *key, const char *v) {
-    if (json == NULL) return;
-    fprintf(json, "%s\"%s\": \"%s\"", json_first ? "{" : ", ", key, v);
-    json_first = false;
+    char s[160];
+    size_t n = 0;
+    s[n++] = '"';
+    for (const char *c = v; *c != '\0' && n < sizeof s - 3; c++) {
+        if (*c == '"' || *c == '\\') s[n++] = '\\';
+        s[n++] = (*c >= ' ' && *c < 127) ? *c : '?';
+    }
+    s[n++] = '"';
+    s[n] = '\0';
+    jput(key, s);
 }
+
+/* Replaces the JSON file with every figure so far (write, then rename: never half a file). */
+static void jflush(void) {
+    if (opt.json == NULL) return;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", opt.json);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        perror(tmp);
+        return;
+    }
+    fprintf(f, "{");
+    for (int i = 0; i < njv; i++)
+        fprintf(f, "%s\n \"%s\": %s", i ? "," : "", jv[i].key, jv[i].value);
+    fprintf(f, "\n}\n");
+    if (fclose(f) != 0 || rename(tmp, opt.json) != 0) perror(opt.json);
+}
+
+/* ------------------------------------------------------------------- failure recovery */
+
+static jmp_buf section_jmp;
+static const char *section_now = "setup";
+
+static void on_failure(CUresult rc, const char *what) {
+    char key[64], msg[160];
+    snprintf(key, sizeof key, "error_%s", section_now);
+    snprintf(msg, sizeof msg, "%s: %s", what, kit_rc_name(rc));
+    jstr(key, msg);
+    jflush();
+    longjmp(section_jmp, 1);
+}
+
+/* ------------------------------------------------------------------------ helpers */
 
 static int attr(CUdevice_attribute a) {
     int v = -1;
@@ -70,24 +144,49 @@ static const char *loc_name(CUmemLocationType t) {
                                             : "HOST_NUMA";
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static size_t round_up(size_t v, size_t g) {
     return (v + g - 1) / g * g;
+}
+
+static const CUmemAccessDesc *device_access(void) {
+    static CUmemAccessDesc a;
+    a = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    return &a;
 }
 
 /* The location host buffers use: HOST, else HOST_NUMA, else 0 (none works). */
 static CUmemLocationType host_loc;
 
-static void location_facts(void) {
+/* ------------------------------------------------------------------------- facts */
+
+static void section_facts(void) {
+    static const struct {
+        const char *name;
+        CUdevice_attribute a;
+    } attrs[] = {
+        {"VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+         CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED},
+        {"HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+         CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED},
+        {"HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+         CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED},
+        {"HOST_NUMA_ID", CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID},
+        {"PAGEABLE_MEMORY_ACCESS", CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS},
+        {"CONCURRENT_MANAGED_ACCESS", CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS},
+        {"MEMORY_POOLS_SUPPORTED", CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
+        {"ASYNC_ENGINE_COUNT", CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT},
+        {"GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED",
+         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED},
+    };
+    printf("\n%-52s %10s\n", "device attribute", "value");
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        int v = attr(attrs[i].a);
+        printf("%-52s %10d\n", attrs[i].name, v);
+        char key[96];
+        snprintf(key, sizeof key, "attr_%s", attrs[i].name);
+        jnum(key, v);
+    }
     static const CUmemLocationType locs[3] = {
         CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA};
     printf("\n%-34s %-28s %12s %12s\n", "cuMemCreate 2 MiB, location", "result", "gran. min",
@@ -104,21 +203,30 @@ static void location_facts(void) {
         if (rc == CUDA_SUCCESS) cuMemRelease(h);
         if (rc == CUDA_SUCCESS && locs[i] != CU_MEM_LOCATION_TYPE_DEVICE && host_loc == 0)
             host_loc = locs[i];
-        char key[64];
-        printf("%-34s %-28s %12zu %12zu\n", loc_name(locs[i]), kit_rc_name(rc),
-               g1 == CUDA_SUCCESS ? gmin : 0, g2 == CUDA_SUCCESS ? grec : 0);
+        char key[64], gm[24] = "n/a", gr[24] = "n/a";
+        if (g1 == CUDA_SUCCESS) snprintf(gm, sizeof gm, "%zu", gmin);
+        if (g2 == CUDA_SUCCESS) snprintf(gr, sizeof gr, "%zu", grec);
+        printf("%-34s %-28s %12s %12s\n", loc_name(locs[i]), kit_rc_name(rc), gm, gr);
         snprintf(key, sizeof key, "create_%s", loc_name(locs[i]));
         jstr(key, kit_rc_name(rc));
         snprintf(key, sizeof key, "granularity_min_%s", loc_name(locs[i]));
-        jnum(key, g1 == CUDA_SUCCESS ? (double)gmin : 0);
+        if (g1 == CUDA_SUCCESS) jnum(key, (double)gmin);
         snprintf(key, sizeof key, "granularity_rec_%s", loc_name(locs[i]));
-        jnum(key, g2 == CUDA_SUCCESS ? (double)grec : 0);
+        if (g2 == CUDA_SUCCESS) jnum(key, (double)grec);
     }
     jstr("host_location", host_loc ? loc_name(host_loc) : "none");
 }
 
+/* ------------------------------------------------------------------------- calls */
+
 /* Median per-call cost in microseconds of the five VMM calls for one location and size. */
 static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
+    char label[64];
+    snprintf(label, sizeof label, "%s %llu MiB", loc_name(loc), (unsigned long long)mib);
+    if (mib * KIT_MIB > alloc_cap) {
+        printf("%-22s skipped: over a sixteenth of free device memory\n", label);
+        return;
+    }
     CUmemAllocationProp p = prop_for(loc);
     size_t gran = 0;
     if (cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
@@ -128,8 +236,6 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     size_t size = round_up(mib * KIT_MIB, gran);
     CUdeviceptr va;
     KIT_CK(cuMemAddressReserve(&va, size, 0, 0, 0));
-    CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
-                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     double t[5][16];
     int n = 0;
     CUresult rc = CUDA_SUCCESS;
@@ -141,7 +247,7 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
         if (rc != CUDA_SUCCESS) break;
         rc = cuMemMap(va, size, 0, h, 0);
         double c = kit_now();
-        if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, &access, 1);
+        if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, device_access(), 1);
         double d = kit_now();
         CUresult u = cuMemUnmap(va, size);
         double e = kit_now();
@@ -158,16 +264,18 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
         }
     }
     cuMemAddressFree(va, size);
-    char label[64];
-    snprintf(label, sizeof label, "%s %llu MiB", loc_name(loc), (unsigned long long)mib);
     if (rc != CUDA_SUCCESS || n == 0) {
+        char key[96];
         printf("%-22s %s\n", label, kit_rc_name(rc));
+        snprintf(key, sizeof key, "calls_failed_%s_%lluMiB", loc_name(loc),
+                 (unsigned long long)mib);
+        jstr(key, kit_rc_name(rc));
         return;
     }
     static const char *names[5] = {"create", "map", "set_access", "unmap", "release"};
     printf("%-22s", label);
     for (int k = 0; k < 5; k++) {
-        double us = 1e6 * median(t[k], n);
+        double us = 1e6 * kit_median(t[k], n);
         printf(" %11.1f", us);
         char key[96];
         snprintf(key, sizeof key, "us_%s_%s_%lluMiB", names[k], loc_name(loc),
@@ -176,6 +284,23 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     }
     printf("   (median of %d)\n", n);
 }
+
+static void section_calls(void) {
+    printf("\n%-22s %11s %11s %11s %11s %11s\n", "per-call cost, us", "create", "map", "set-access",
+           "unmap", "release");
+    static const uint64_t sizes[3] = {2, 64, 512};
+    static const int reps_full[3] = {8, 5, 3};
+    int nsizes = opt.quick ? 2 : 3;
+    for (int s = 0; s < nsizes; s++) {
+        int reps = opt.quick ? 2 : reps_full[s];
+        call_costs(CU_MEM_LOCATION_TYPE_DEVICE, sizes[s], reps);
+        jflush();
+        if (host_loc != 0) call_costs(host_loc, sizes[s], reps);
+        jflush();
+    }
+}
+
+/* --------------------------------------------------------------------------- bw */
 
 /* GB/s of `reps` launches of kit_read over `bytes` at `buf`, timed with events. */
 static double read_bw(CUdeviceptr buf, uint64_t bytes, CUdeviceptr sink, int reps) {
@@ -192,7 +317,7 @@ static double read_bw(CUdeviceptr buf, uint64_t bytes, CUdeviceptr sink, int rep
     KIT_CK(cuEventElapsedTime(&ms, a, b));
     cuEventDestroy(a);
     cuEventDestroy(b);
-    return ms > 0 ? (double)bytes * reps / (ms * 1e-3) / 1e9 : 0;
+    return ms > 0 ? (double)bytes * reps / (ms * 1e-3) / 1e9 : NAN;
 }
 
 enum dir { H2D, D2H, DTOD };
@@ -241,18 +366,32 @@ static double copy_bw(const struct xfer *x, int nx, uint64_t bytes, int reps, do
         float ms = 0;
         KIT_CK(cuEventSynchronize(end[i]));
         KIT_CK(cuEventElapsedTime(&ms, start, end[i]));
-        gbps[i] = ms > 0 ? (double)bytes * reps / (ms * 1e-3) / 1e9 : 0;
+        gbps[i] = ms > 0 ? (double)bytes * reps / (ms * 1e-3) / 1e9 : NAN;
         if (ms > longest) longest = ms;
         cuEventDestroy(end[i]);
         cuStreamDestroy(s[i]);
     }
     cuEventDestroy(start);
-    return longest > 0 ? (double)bytes * reps * nx / (longest * 1e-3) / 1e9 : 0;
+    return longest > 0 ? (double)bytes * reps * nx / (longest * 1e-3) / 1e9 : NAN;
 }
 
-static void bandwidths(void) {
+static void print_bw(const char *label, const char *key, double v) {
+    printf("%-52s %10.1f\n", label, v);
+    jnum(key, v);
+}
+
+/* The bandwidth buffers: at most a sixteenth of free device memory each. */
+static uint64_t bw_bytes(void) {
     uint64_t bytes = opt.bw_mib * KIT_MIB;
+    if (bytes > alloc_cap) bytes = alloc_cap / (2 * KIT_MIB) * (2 * KIT_MIB);
+    if (bytes < 2 * KIT_MIB) bytes = 2 * KIT_MIB;
+    return bytes;
+}
+
+static void section_bw(void) {
+    uint64_t bytes = bw_bytes();
     int reps = opt.reps;
+    jnum("bw_bytes", (double)bytes);
     CUdeviceptr d1, d2, sink;
     KIT_CK(cuMemAlloc(&d1, bytes));
     KIT_CK(cuMemAlloc(&d2, bytes));
@@ -265,68 +404,51 @@ static void bandwidths(void) {
     memset(h1, 0x3c, bytes);
     memset(h2, 0xc3, bytes);
 
-    /* A host-located VMM mapping, as the engine maps an evicted buffer. */
-    CUdeviceptr hv = 0;
-    CUmemGenericAllocationHandle hh = 0;
-    size_t hsize = 0;
-    if (host_loc != 0) {
-        CUmemAllocationProp p = prop_for(host_loc);
-        size_t gran = 2 * KIT_MIB;
-        cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-        hsize = round_up(bytes, gran ? gran : 2 * KIT_MIB);
-        CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
-                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-        KIT_CK(cuMemAddressReserve(&hv, hsize, 0, 0, 0));
-        KIT_CK(cuMemCreate(&hh, hsize, &p, 0));
-        KIT_CK(cuMemMap(hv, hsize, 0, hh, 0));
-        KIT_CK(cuMemSetAccess(hv, hsize, &access, 1));
-        KIT_CK(cuMemsetD8(hv, 0x69, bytes));
-        KIT_CK(cuCtxSynchronize());
-    }
-
     printf("\n%-52s %10s\n", "kernel read bandwidth, GB/s", "GB/s");
-    double r_dev = read_bw(d1, bytes, sink, reps);
-    printf("%-52s %10.1f\n", "device memory (cuMemAlloc)", r_dev);
-    jnum("read_gbps_device", r_dev);
-    if (hv != 0) {
-        double r = read_bw(hv, bytes, sink, reps);
-        char label[96];
-        snprintf(label, sizeof label, "host-located VMM mapping (%s handle)", loc_name(host_loc));
-        printf("%-52s %10.1f\n", label, r);
-        jnum("read_gbps_host_vmm", r);
-    } else {
-        printf("%-52s %10s\n", "host-located VMM mapping", "n/a");
-    }
+    print_bw("device memory (cuMemAlloc)", "read_gbps_device", read_bw(d1, bytes, sink, reps));
     CUdeviceptr hp = 0;
-    if (cuMemHostGetDevicePointer(&hp, h1, 0) == CUDA_SUCCESS) {
-        double r = read_bw(hp, bytes, sink, reps);
-        printf("%-52s %10.1f\n", "pinned host memory (cuMemHostAlloc, mapped)", r);
-        jnum("read_gbps_pinned_host", r);
-    }
+    if (cuMemHostGetDevicePointer(&hp, h1, 0) == CUDA_SUCCESS)
+        print_bw("pinned host memory (cuMemHostAlloc, mapped)", "read_gbps_pinned_host",
+                 read_bw(hp, bytes, sink, reps));
 
     double g[2], sum;
     printf("\n%-52s %10s %10s %10s\n", "copy bandwidth, GB/s", "first", "second", "together");
     struct xfer h2d = {H2D, d1, 0, h1}, d2h = {D2H, 0, d2, h2};
-    sum = copy_bw(&h2d, 1, bytes, reps, g);
-    printf("%-52s %10.1f\n", "H2D alone (pinned host -> device)", g[0]);
-    jnum("copy_gbps_h2d", g[0]);
-    sum = copy_bw(&d2h, 1, bytes, reps, g);
-    printf("%-52s %10.1f\n", "D2H alone (device -> pinned host)", g[0]);
-    jnum("copy_gbps_d2h", g[0]);
+    copy_bw(&h2d, 1, bytes, reps, g);
+    print_bw("H2D alone (pinned host -> device)", "copy_gbps_h2d", g[0]);
+    copy_bw(&d2h, 1, bytes, reps, g);
+    print_bw("D2H alone (device -> pinned host)", "copy_gbps_d2h", g[0]);
     struct xfer both[2] = {h2d, d2h};
     sum = copy_bw(both, 2, bytes, reps, g);
     printf("%-52s %10.1f %10.1f %10.1f\n", "H2D and D2H at once (H2D, D2H, sum)", g[0], g[1], sum);
     jnum("copy_gbps_both_h2d", g[0]);
     jnum("copy_gbps_both_d2h", g[1]);
     jnum("copy_gbps_both_sum", sum);
-    if (hv != 0) {
+    jflush();
+
+    /* A host-located VMM mapping, as the engine maps an evicted buffer. */
+    if (host_loc != 0) {
+        CUmemAllocationProp p = prop_for(host_loc);
+        size_t gran = 2 * KIT_MIB;
+        cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        size_t hsize = round_up(bytes, gran ? gran : 2 * KIT_MIB);
+        CUdeviceptr hv = 0;
+        CUmemGenericAllocationHandle hh = 0;
+        KIT_CK(cuMemAddressReserve(&hv, hsize, 0, 0, 0));
+        KIT_CK(cuMemCreate(&hh, hsize, &p, 0));
+        KIT_CK(cuMemMap(hv, hsize, 0, hh, 0));
+        KIT_CK(cuMemSetAccess(hv, hsize, device_access(), 1));
+        KIT_CK(cuMemsetD8(hv, 0x69, bytes));
+        KIT_CK(cuCtxSynchronize());
+        char label[96];
+        snprintf(label, sizeof label, "kernel read, host-located VMM mapping (%s)",
+                 loc_name(host_loc));
+        print_bw(label, "read_gbps_host_vmm", read_bw(hv, bytes, sink, reps));
         struct xfer evict = {DTOD, hv, d1, NULL}, restore = {DTOD, d2, hv, NULL};
-        sum = copy_bw(&evict, 1, bytes, reps, g);
-        printf("%-52s %10.1f\n", "engine evict (device -> host VMM mapping)", g[0]);
-        jnum("copy_gbps_evict", g[0]);
-        sum = copy_bw(&restore, 1, bytes, reps, g);
-        printf("%-52s %10.1f\n", "engine restore (host VMM mapping -> device)", g[0]);
-        jnum("copy_gbps_restore", g[0]);
+        copy_bw(&evict, 1, bytes, reps, g);
+        print_bw("engine evict (device -> host VMM mapping)", "copy_gbps_evict", g[0]);
+        copy_bw(&restore, 1, bytes, reps, g);
+        print_bw("engine restore (host VMM mapping -> device)", "copy_gbps_restore", g[0]);
         /* Both at once need two host ranges: evict into the mapping's first half while
          * restoring from its second half. */
         uint64_t half = bytes / 2 / 4096 * 4096;
@@ -339,8 +461,9 @@ static void bandwidths(void) {
         KIT_CK(cuMemUnmap(hv, hsize));
         KIT_CK(cuMemRelease(hh));
         KIT_CK(cuMemAddressFree(hv, hsize));
+    } else {
+        printf("%-52s %10s\n", "host-located VMM mapping", "n/a");
     }
-    (void)sum;
     KIT_CK(cuMemFreeHost(h1));
     KIT_CK(cuMemFreeHost(h2));
     KIT_CK(cuMemFree(d1));
@@ -348,27 +471,159 @@ static void bandwidths(void) {
     KIT_CK(cuMemFree(sink));
 }
 
+/* ------------------------------------------------------------------------- costs */
+
+/* Median microseconds of an allocate/free pair at `mib`, over reps after a warm-up. */
+static void alloc_costs(bool host, uint64_t mib, int reps) {
+    uint64_t bytes = mib * KIT_MIB;
+    if (!host && bytes > alloc_cap) return;
+    double ta[16], tf[16];
+    int n = 0;
+    for (int r = 0; r <= reps && n < 16; r++) {
+        CUdeviceptr d = 0;
+        void *h = NULL;
+        double a = kit_now();
+        KIT_CK(host ? cuMemHostAlloc(&h, bytes, 0) : cuMemAlloc(&d, bytes));
+        double b = kit_now();
+        KIT_CK(host ? cuMemFreeHost(h) : cuMemFree(d));
+        double c = kit_now();
+        if (r > 0) {
+            ta[n] = b - a;
+            tf[n++] = c - b;
+        }
+    }
+    char ka[64], kf[64];
+    snprintf(ka, sizeof ka, "us_%s_%lluMiB", host ? "hostalloc" : "memalloc",
+             (unsigned long long)mib);
+    snprintf(kf, sizeof kf, "us_%s_%lluMiB", host ? "freehost" : "memfree",
+             (unsigned long long)mib);
+    double ua = 1e6 * kit_median(ta, n), uf = 1e6 * kit_median(tf, n);
+    printf("%-34s %3llu MiB %12.1f %12.1f\n",
+           host ? "cuMemHostAlloc / cuMemFreeHost" : "cuMemAlloc / cuMemFree",
+           (unsigned long long)mib, ua, uf);
+    jnum(ka, ua);
+    jnum(kf, uf);
+}
+
+enum hostcall { LAUNCH, RECORD, QUERY, WAIT };
+
+/* Median microseconds per call of one host-side call, over 5 batches of `batch` calls. */
+static double per_call(enum hostcall what, CUstream s, CUevent e, CUdeviceptr sink, int batch) {
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        double a = kit_now();
+        for (int i = 0; i < batch; i++) {
+            switch (what) {
+            case LAUNCH:
+                KIT_CK(kit_read_launch(&mod, s, sink, 0, sink)); /* an empty kernel */
+                break;
+            case RECORD:
+                KIT_CK(cuEventRecord(e, s));
+                break;
+            case QUERY:
+                (void)cuEventQuery(e); /* a completed event: CUDA_SUCCESS */
+                break;
+            case WAIT:
+                KIT_CK(cuStreamWaitEvent(s, e, 0));
+                break;
+            }
+        }
+        t[k] = (kit_now() - a) / batch;
+        KIT_CK(cuStreamSynchronize(s));
+        if (what == QUERY) KIT_CK(cuEventSynchronize(e));
+    }
+    return 1e6 * kit_median(t, 5);
+}
+
+static void section_costs(void) {
+    printf("\n%-34s %7s %12s %12s\n", "allocation, us", "size", "alloc", "free");
+    int reps = opt.quick ? 2 : 5;
+    alloc_costs(false, 2, reps);
+    alloc_costs(false, 64, reps);
+    alloc_costs(true, 2, reps);
+    alloc_costs(true, 64, opt.quick ? 2 : 3);
+    jflush();
+
+    CUstream s;
+    CUevent e;
+    CUdeviceptr sink;
+    KIT_CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    KIT_CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    KIT_CK(cuMemAlloc(&sink, 4096));
+    int batch = opt.quick ? 50 : 400;
+    KIT_CK(cuEventRecord(e, s));
+    KIT_CK(cuStreamSynchronize(s));
+    static const struct {
+        enum hostcall what;
+        const char *label, *key;
+    } calls[] = {
+        {LAUNCH, "cuLaunchKernel (empty kernel), host", "us_launch"},
+        {RECORD, "cuEventRecord", "us_event_record"},
+        {QUERY, "cuEventQuery (completed event)", "us_event_query"},
+        {WAIT, "cuStreamWaitEvent", "us_stream_wait_event"},
+    };
+    printf("\n%-52s %10s\n", "host cost per call, us", "us");
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        double us = per_call(calls[i].what, s, e, sink, batch);
+        printf("%-52s %10.2f\n", calls[i].label, us);
+        jnum(calls[i].key, us);
+    }
+    jflush();
+
+    uint64_t bytes = bw_bytes();
+    CUdeviceptr d1, d2;
+    KIT_CK(cuMemAlloc(&d1, bytes));
+    KIT_CK(cuMemAlloc(&d2, bytes));
+    KIT_CK(cuMemsetD8(d1, 0x5a, bytes));
+    double g[1];
+    struct xfer dtod = {DTOD, d2, d1, NULL};
+    copy_bw(&dtod, 1, bytes, opt.reps, g);
+    print_bw("device -> device copy (cuMemcpyDtoDAsync), GB/s", "copy_gbps_dtod", g[0]);
+    KIT_CK(cuMemFree(d1));
+    KIT_CK(cuMemFree(d2));
+    KIT_CK(cuMemFree(sink));
+    cuEventDestroy(e);
+    cuStreamDestroy(s);
+}
+
+/* ------------------------------------------------------------------------- main */
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: vmmfacts [--cubin PATH] [--quick] [--bw-mib N] [--reps N] [--json PATH]\n"
-               "Host-located VMM support and granularity, per-call VMM costs at 2, 64 and 512 "
-               "MiB,\nkernel read and copy bandwidths (--bw-mib, default 1024; --reps, default "
-               "5).\n--quick: 2 and 64 MiB only, 32 MiB bandwidth buffers, 2 repetitions (the "
-               "simulator smoke test).\nWithout --cubin the kernels are the simulator's text "
-               "image.\n");
+    fprintf(f, "usage: vmmfacts [--cubin PATH] [--quick] [--sections LIST] [--bw-mib N] "
+               "[--reps N] [--json PATH]\n"
+               "Sections (default facts,calls,bw): facts (attributes, host-located VMM, "
+               "granularity),\ncalls (VMM per-call costs at 2, 64, 512 MiB), bw (kernel read and "
+               "copy bandwidths,\n--bw-mib default 1024, --reps default 5), costs (allocation, "
+               "launch and event host\ncosts, device-to-device copies). --quick: 2 and 64 MiB "
+               "only, 32 MiB bandwidth\nbuffers, 2 repetitions (the simulator smoke test). "
+               "Without --cubin the kernels are\nthe simulator's text image.\n");
+}
+
+static unsigned parse_sections(const char *list) {
+    unsigned mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        unsigned bit = 0;
+        for (unsigned i = 0; i < 4; i++)
+            if (strcmp(tok, section_names[i]) == 0) bit = 1u << i;
+        if (bit == 0) return 0;
+        mask |= bit;
+    }
+    return mask;
 }
 
 int main(int argc, char **argv) {
     static const struct option longs[] = {
-        {"cubin", required_argument, NULL, 'c'},
-        {"quick", no_argument, NULL, 'q'},
-        {"bw-mib", required_argument, NULL, 'b'},
-        {"reps", required_argument, NULL, 'r'},
-        {"json", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"cubin", required_argument, NULL, 'c'},    {"quick", no_argument, NULL, 'q'},
+        {"sections", required_argument, NULL, 's'}, {"bw-mib", required_argument, NULL, 'b'},
+        {"reps", required_argument, NULL, 'r'},     {"json", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
     bool bw_set = false, reps_set = false;
+    opt.sections = SEC_FACTS | SEC_CALLS | SEC_BW;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         switch (c) {
         case 'c':
@@ -376,6 +631,15 @@ int main(int argc, char **argv) {
             break;
         case 'q':
             opt.quick = true;
+            break;
+        case 's':
+            opt.sections = parse_sections(optarg);
+            if (opt.sections == 0) {
+                fprintf(stderr, "vmmfacts: --sections %s: expected facts, calls, bw or costs\n",
+                        optarg);
+                return 2;
+            }
+            opt.sections |= SEC_FACTS;
             break;
         case 'b':
             opt.bw_mib = strtoull(optarg, NULL, 10);
@@ -404,73 +668,52 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (opt.json != NULL && (json = fopen(opt.json, "w")) == NULL) {
-        perror(opt.json);
-        return 1;
-    }
+    jstr("sections_done", "");
+    jflush(); /* a whole (if empty) file from the start */
     kit_primary(&dev);
     kit_load(&mod, opt.cubin);
     char name[256] = "";
-    size_t total = 0;
+    size_t total = 0, free_mem = 0;
     int driver = 0;
     cuDeviceGetName(name, sizeof name, dev);
     cuDeviceTotalMem(&total, dev);
     cuDriverGetVersion(&driver);
-    printf("VMM facts: %s, compute capability %d.%d, %d SMs, %.1f GiB, driver API %d, kernels "
-           "from %s\n",
+    if (cuMemGetInfo(&free_mem, &total) != CUDA_SUCCESS) free_mem = total;
+    alloc_cap = free_mem / 16;
+    printf("VMM facts: %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f free), driver API %d, "
+           "kernels from %s\n",
            name, attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
            attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), mod.sms, (double)total / (1u << 30),
-           driver, mod.image);
+           (double)free_mem / (1u << 30), driver, mod.image);
     jstr("device", name);
     jnum("driver_version", driver);
     jnum("total_bytes", (double)total);
+    jnum("free_bytes", (double)free_mem);
+    jflush();
 
-    static const struct {
-        const char *name;
-        CUdevice_attribute a;
-    } attrs[] = {
-        {"VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
-         CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED},
-        {"HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
-         CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED},
-        {"HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
-         CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED},
-        {"HOST_NUMA_ID", CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID},
-        {"PAGEABLE_MEMORY_ACCESS", CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS},
-        {"CONCURRENT_MANAGED_ACCESS", CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS},
-        {"MEMORY_POOLS_SUPPORTED", CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED},
-        {"ASYNC_ENGINE_COUNT", CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT},
-        {"GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED",
-         CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED},
-    };
-    printf("\n%-52s %10s\n", "device attribute", "value");
-    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
-        int v = attr(attrs[i].a);
-        printf("%-52s %10d\n", attrs[i].name, v);
-        char key[96];
-        snprintf(key, sizeof key, "attr_%s", attrs[i].name);
-        jnum(key, v);
+    static void (*const run[4])(void) = {section_facts, section_calls, section_bw, section_costs};
+    char done[64] = "", failed[64] = "";
+    kit_on_failure = on_failure;
+    for (unsigned i = 0; i < 4; i++) {
+        if (!(opt.sections & (1u << i))) continue;
+        section_now = section_names[i];
+        fflush(stdout);
+        char *list = done;
+        if (setjmp(section_jmp) == 0) {
+            run[i]();
+            KIT_CK(cuCtxSynchronize());
+        } else {
+            printf("vmmfacts: section %s FAILED (the figures before the failure are kept)\n",
+                   section_names[i]);
+            list = failed;
+        }
+        snprintf(list + strlen(list), sizeof done - strlen(list), "%s%s", *list ? "," : "",
+                 section_names[i]);
+        jstr("sections_done", done);
+        jstr("sections_failed", failed);
+        jflush();
     }
-
-    location_facts();
-
-    printf("\n%-22s %11s %11s %11s %11s %11s\n", "per-call cost, us", "create", "map", "set-access",
-           "unmap", "release");
-    static const uint64_t sizes[3] = {2, 64, 512};
-    static const int reps_full[3] = {8, 5, 3};
-    int nsizes = opt.quick ? 2 : 3;
-    for (int s = 0; s < nsizes; s++) {
-        int reps = opt.quick ? 2 : reps_full[s];
-        call_costs(CU_MEM_LOCATION_TYPE_DEVICE, sizes[s], reps);
-        if (host_loc != 0) call_costs(host_loc, sizes[s], reps);
-    }
-
-    bandwidths();
-    KIT_CK(cuCtxSynchronize());
-    if (json != NULL) {
-        fprintf(json, "%s}\n", json_first ? "{" : "");
-        fclose(json);
-    }
-    printf("\nvmmfacts: ok\n");
-    return 0;
+    kit_on_failure = NULL;
+    printf("\nvmmfacts: %s\n", failed[0] ? "FAILED" : "ok");
+    return failed[0] ? 1 : 0;
 }

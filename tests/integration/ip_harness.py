@@ -14,14 +14,16 @@ Builds nothing. Every path comes from the environment meson sets (tests/integrat
 Exit status 77 (meson's "skipped") when every test of the class was skipped.
 """
 
-import glob
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pyharness  # noqa: E402  (tests/pyharness.py: what the harnesses share)
+from pyharness import load_json  # noqa: E402
 
 E = os.environ
 LIB = E.get("IP_HOSTOFF_LIB", "")
@@ -31,16 +33,12 @@ SRC = E.get("IP_SOURCE_ROOT", "")
 CUDA_INCLUDE = E.get("IP_CUDA_INCLUDE", "/usr/local/cuda/include")
 ASAN_RT = E.get("IP_ASAN_RUNTIME", "")
 TIMEOUT = 120
-
-# Variables a test must not inherit from whoever runs it.
-SCRUB = re.compile(r"^(HOSTOFF_|SIMCUDA_|LD_PRELOAD$|RANK$|OMPI_COMM_WORLD_RANK$|SLURM_PROCID$)")
+# Under ASan: the simulator's own leaks suppressed (see pyharness.Sanitizer); UBSan not halted.
+SAN = pyharness.Sanitizer("address" if ASAN_RT else "", "ip", ubsan_halt=False)
 
 
 def prog(name):
-    path = E.get("IP_PROG_" + name.upper(), "")
-    if not path:
-        raise unittest.SkipTest(f"IP_PROG_{name.upper()} is not set (run through meson test)")
-    return path
+    return pyharness.prog("IP", name)
 
 
 def read_real_table():
@@ -78,7 +76,7 @@ def read_table():
 TABLE_NAMES = {r[0] for r in read_table()} if SRC else set()
 
 
-class Run:
+class Run(pyharness.Output):
     def __init__(self, proc, report, sim_report):
         self.rc = proc.returncode
         self.out = proc.stdout
@@ -86,39 +84,13 @@ class Run:
         self.report = report
         self.sim = sim_report
 
-    def lines(self, prefix):
-        return [l for l in self.out.splitlines() if l.startswith(prefix)]
-
     def expect(self):
         """The program's "expect ..." lines, as lists of words after "expect"."""
         return [l.split()[1:] for l in self.lines("expect ")]
 
-    def hostoff_lines(self):
-        return [l for l in self.err.splitlines() if l.startswith("hostoff:")]
-
-
-def lsan_suppressions():
-    """Under ASan: leak reports for what the simulator allocates (its modules, events and queued
-    operations that the test programs do not release) are the simulator's business, not this
-    suite's; leaks in libhostoff.so and the test programs still fail the run."""
-    path = os.path.join(tempfile.gettempdir(), f"ip-lsan-{os.getpid()}.supp")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("leak:libcuda.so.1\n")
-    return path
-
-
-LSAN_SUPP = lsan_suppressions() if ASAN_RT else ""
-
 
 def base_env(extra=None, preload=True):
-    env = {k: v for k, v in os.environ.items() if not SCRUB.match(k)}
-    if LSAN_SUPP:
-        env["LSAN_OPTIONS"] = ":".join(x for x in (env.get("LSAN_OPTIONS"), "suppressions=" + LSAN_SUPP) if x)
-    env["LD_LIBRARY_PATH"] = SIMDIR + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    if preload:
-        env["LD_PRELOAD"] = " ".join(p for p in (ASAN_RT, LIB) if p)
-    env.update(extra or {})
-    return env
+    return pyharness.child_env(extra, preload, SIMDIR, (ASAN_RT, LIB), SAN)
 
 
 def run(name, args=(), preload=True, env=None, report=True, sim_report=False, path=None,
@@ -135,17 +107,11 @@ def run(name, args=(), preload=True, env=None, report=True, sim_report=False, pa
         cmd = [path or prog(name), *args]
         proc = subprocess.run(cmd, env=base_env(extra, preload), capture_output=True, text=True,
                               timeout=TIMEOUT)
-        r = Run(proc, load_json(rep) if os.path.exists(rep) else None,
-                load_json(sim) if os.path.exists(sim) else None)
+        r = Run(proc, load_json(rep), load_json(sim))
         r.cmd = " ".join(cmd)
         if r.report is not None:
             check_report(r.report)
         return r
-
-
-def load_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 REPORT_KEYS = {
@@ -627,16 +593,7 @@ def family_file(fam):
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    suite = unittest.defaultTestLoader.loadTestsFromName(sys.argv[1], sys.modules[__name__])
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    if LSAN_SUPP:
-        os.unlink(LSAN_SUPP)
-    if result.wasSuccessful() and result.testsRun > 0 and len(result.skipped) == result.testsRun:
-        return 77
-    return 0 if result.wasSuccessful() else 1
+    return pyharness.main(__doc__, sys.modules[__name__], SAN.cleanup)
 
 
 if __name__ == "__main__":

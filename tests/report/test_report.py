@@ -23,34 +23,13 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import pngread  # noqa: E402
+import pyharness  # noqa: E402  (tests/pyharness.py: what the harnesses share)
+from pyharness import clean_env, need, sanitizer_runtimes  # noqa: E402
 
 E = os.environ
 TIMEOUT = 240
-SCRUB = re.compile(r"^(HOSTOFF_|SIMCUDA_|LD_PRELOAD$|RANK$|OMPI_COMM_WORLD_RANK$|SLURM_PROCID$)")
-
-
-def need(name):
-    v = E.get(name, "")
-    if not v:
-        raise unittest.SkipTest(f"{name} is not set (run through meson test)")
-    return v
-
-
-def sanitizer_runtimes(path):
-    """The ASan/TSan runtimes a sanitized build's binary links: what must come first in an
-    LD_PRELOAD given to it."""
-    try:
-        out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
-    except OSError:
-        return []
-    return re.findall(r"lib[at]san\.so\S* => (\S+)", out)
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in E.items() if not SCRUB.match(k)}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 def hostoff(*args, env=None, cwd=None, check=True):
@@ -663,19 +642,5 @@ class Packaging(unittest.TestCase):
             self.assertIn(os.path.join(libdir, "libhostoff.so"), r.stdout)
 
 
-def main(argv):
-    if len(argv) < 2:
-        print(__doc__)
-        return 2
-    cls = globals()[argv[1]]
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(cls)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    if not result.wasSuccessful():
-        return 1
-    if result.testsRun > 0 and len(result.skipped) == result.testsRun:
-        return 77
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(pyharness.main(__doc__, sys.modules[__name__]))

@@ -55,6 +55,7 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAlloc
     if (rc != CUDA_SUCCESS) return rc;
     (void)option;
     if (gran == NULL || prop == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_fail_check("cuMemGetAllocationGranularity")) != CUDA_SUCCESS) return rc;
     *gran = SIM_GRANULE;
     return CUDA_SUCCESS;
 }
@@ -108,6 +109,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuMemRelease")) != CUDA_SUCCESS) return rc;
     sim_lock();
     struct sim_phys *p = phys_from_handle(handle);
     if (p == NULL || p->handle_refs == 0) {
@@ -142,6 +144,7 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
         return CUDA_ERROR_INVALID_VALUE;
     if (alignment != 0 && (alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
     uint64_t align = alignment > SIM_GRANULE ? alignment : SIM_GRANULE;
+    if ((rc = sim_fail_check("cuMemAddressReserve")) != CUDA_SUCCESS) return rc;
     sim_lock();
     void *p = sim_va_reserve(size, align);
     struct sim_range *r =
@@ -168,6 +171,7 @@ static void mapping_drop(struct sim_range *r, struct sim_mapping *m) {
 SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuMemAddressFree")) != CUDA_SUCCESS) return rc;
     sim_lock();
     struct sim_range *r = sim_range_find(ptr);
     if (r == NULL || r->kind != SIM_R_RESERVED || r->base != ptr || r->size != size) {

@@ -12,23 +12,17 @@ Builds nothing. Every path comes from the environment meson sets (tests/trace/me
 import importlib.util
 import json
 import os
-import re
 import stat
 import subprocess
 import sys
 import tempfile
 import unittest
 
-E = os.environ
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pyharness  # noqa: E402  (tests/pyharness.py: what the harnesses share)
+from pyharness import clean_env, need  # noqa: E402
+
 TIMEOUT = 240
-SCRUB = re.compile(r"^(HOSTOFF_|SIMCUDA_|LD_PRELOAD$|RANK$|OMPI_COMM_WORLD_RANK$|SLURM_PROCID$)")
-
-
-def need(name):
-    v = E.get(name, "")
-    if not v:
-        raise unittest.SkipTest(f"{name} is not set (run through meson test)")
-    return v
 
 
 def load_schema():
@@ -38,19 +32,9 @@ def load_schema():
     return mod
 
 
-def clean_env(**extra):
-    env = {k: v for k, v in E.items() if not SCRUB.match(k)}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
-
-
 def sanitizer_preload():
     """An ASan/TSan-built libhostoff.so can only be preloaded behind its runtime."""
-    try:
-        out = subprocess.run(["ldd", need("TR_LIB")], capture_output=True, text=True).stdout
-    except OSError:
-        return []
-    return re.findall(r"lib[at]san\.so\S* => (\S+)", out)
+    return pyharness.sanitizer_runtimes(need("TR_LIB"))
 
 
 def run_traced(path, mode, **extra):
@@ -546,12 +530,4 @@ class ReplaySemantics(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        print(__doc__)
-        sys.exit(2)
-    cls = sys.argv[1]
-    suite = unittest.defaultTestLoader.loadTestsFromName(cls, sys.modules[__name__])
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    if result.wasSuccessful() and result.testsRun and len(result.skipped) == result.testsRun:
-        sys.exit(77)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    sys.exit(pyharness.main(__doc__, sys.modules[__name__]))

@@ -27,7 +27,7 @@ struct loop {
 };
 
 static void launch(struct loop *L, uint64_t func, const uint64_t *ids, size_t n, int pos) {
-    struct ho_la_actions a;
+    struct ho_policy_actions a;
     ho_la_launch(L->la, func, ids, n, &a);
     for (size_t i = 0; i < a.nevict; i++)
         if (a.evict[i] == L->act[0]) L->act0_evicted_at = pos;
@@ -128,7 +128,7 @@ static void a_changed_sequence_drops_the_period(void **state) {
     for (int s = 0; s < 5; s++)
         step(&L);
     assert_int_equal(ho_la_period(L.la), PERIOD);
-    struct ho_la_actions a;
+    struct ho_policy_actions a;
     uint64_t w = 1;
     for (int k = 0; k < 10; k++)
         ho_la_launch(L.la, 999 + (uint64_t)k, &w, 1, &a);
@@ -191,7 +191,7 @@ static void an_extra_allocation_renames_nothing(void **state) {
 #define DEEP_PERIOD (2 * DEEP_LAYERS * DEEP_OPS + 1)
 
 static void deep_step(struct ho_lookahead *la) {
-    struct ho_la_actions a;
+    struct ho_policy_actions a;
     uint64_t w = 1;
     for (int l = 0; l < DEEP_LAYERS; l++)
         for (uint64_t k = 0; k < DEEP_OPS; k++)
@@ -227,13 +227,13 @@ static void predicts_the_next_use(void **state) {
         L.act[l] = L.next_id++;
         ho_la_alloc(L.la, L.act[l], (uint64_t)(l + 1) << 20, 1);
     }
-    struct ho_la_actions a;
+    struct ho_policy_actions a;
     uint64_t ids[2] = {1, L.act[0]};
     ho_la_launch(L.la, 100, ids, 2, &a);
     assert_int_equal(ho_la_next_use(L.la, L.act[0]), 2 * LAYERS - 1);
     assert_int_equal(ho_la_next_use(L.la, L.act[LAYERS - 1]), LAYERS - 1);
     assert_int_equal(ho_la_next_use(L.la, 1), 1);
-    assert_int_equal(ho_la_next_use(L.la, 12345), HO_LA_NEVER - 1); /* never seen */
+    assert_int_equal(ho_la_next_use(L.la, 12345), HO_NEXT_USE_UNKNOWN); /* never seen */
     ho_la_destroy(L.la);
 }
 
