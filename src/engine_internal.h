@@ -8,12 +8,17 @@
  * Locks, in the order they are taken: a thread holding one takes only locks further down.
  *
  *   lock                        guards                               notes
- *   graphs_lock (track.c)       graph executables' buffer lists      reads the registry under it
+ *   graphs_lock (track_graph.c) graph executables' buffer lists,     reads the registry under it
+ *                               conditional nodes' bodies
  *   registry rwlock             address -> buffer records            launches take eng.lock under
  *                                                                    its read side: alloc and free
  *                                                                    write it outside eng.lock
+ *   tmap_lock, ptrs_lock        learnt descriptors and pointer       taken under the registry's
+ *   (track_learn.c, rwlocks)    arrays                               read side; take nothing
  *   eng.lock (struct ho_mutex)  this header's state, the policy      slow paths only, never the
  *                                                                    launch fast path
+ *   unseen_lock                 unattributed uses' events            also taken inside the issuing
+ *   (engine_unseen.c)                                                section, without eng.lock
  *   m->users_lock (spin)        one buffer's stream and event lists  a few loads and stores
  *   events_lock (arena.c)       the event pools                      a pop or a push
  *   the trace lock (trace.c)    the trace buffer                     takes nothing of the engine's

@@ -49,6 +49,7 @@ bool ho_unseen_pending(void) {
 
 /* Cancels every move between copy and remap, on every device (eng.lock held). */
 void ho_unseen_cancel_moves(void) {
+    HO_ASSERT_HELD(&eng.lock);
     for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
         struct ho_dev *d = &eng.dev[dv];
         if (!d->ready) continue;
@@ -136,6 +137,7 @@ void ho_unseen_record(CUstream s, bool per_thread) {
 /* Waits, on the host, for every device the engine set up (eng.lock held): the fallback when a
  * use cannot be ordered any other way (its stream unnamed, on whichever device). */
 void ho_sync_all_devices(void) {
+    HO_ASSERT_HELD(&eng.lock);
     for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
         struct ho_dev *d = &eng.dev[dv];
         if (!d->ready) continue;
@@ -147,6 +149,7 @@ void ho_sync_all_devices(void) {
 
 /* Makes stream q wait for every unattributed use recorded so far (eng.lock held). */
 void ho_unseen_wait(CUstream q) {
+    HO_ASSERT_HELD(&eng.lock);
     if (!ho_unseen_pending()) return;
     pthread_mutex_lock(&unseen_lock);
     for (int i = 0; i < nunseen; i++)
@@ -159,6 +162,7 @@ void ho_unseen_wait(CUstream q) {
  * belongs to: an event of d's pool first; for a stream of another device, an event made in that
  * stream's context; failing both, the host waits for s. (eng.lock held, d's context current.) */
 void ho_order_after_stream(struct ho_dev *d, CUstream q, CUstream s) {
+    HO_ASSERT_HELD(&eng.lock);
     CUevent e = ho_event_get(d);
     if (e != NULL && ho_real.cuEventRecord(e, s) == CUDA_SUCCESS &&
         ho_real.cuStreamWaitEvent(q, e, 0) == CUDA_SUCCESS) {
