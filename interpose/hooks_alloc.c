@@ -15,6 +15,18 @@
         }                                                                                          \
     } while (0)
 
+/* A stream-ordered allocation made while its stream captures is graph memory: the graph owns it
+ * (allocated at each launch, freed by the graph's own free node), so it goes to the driver,
+ * never to the engine's arena, whose address a capture-time free would hand to the next
+ * allocation while replays still write there. */
+static bool capturing(CUstream s, bool pt) {
+    if (!ho_engine_capturing()) return false; /* no capture anywhere: the common case */
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc =
+        pt ? HO_REAL(cuStreamIsCapturing_ptsz, s, &st) : HO_REAL(cuStreamIsCapturing, s, &st);
+    return rc != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* A driver allocation that ran out of memory is retried after the engine made room. */
 #define RETRY_ON_OOM(rc, bytes, CALL)                                                              \
     while ((rc) == CUDA_ERROR_OUT_OF_MEMORY && ho_offloading() && ho_engine_reclaim(bytes))        \
@@ -48,7 +60,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
     HO_ENTER(cuMemAllocAsync);
     uint64_t tt = ho_trace_begin();
     /* A managed buffer is usable at once: stream order only matters for its free. */
-    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC, tt, s, true, false);
+    if (!capturing(s, false)) ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC, tt, s, true, false);
     CUresult rc = HO_REAL(cuMemAllocAsync, dptr, bytesize, s);
     RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocAsync, dptr, bytesize, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);
@@ -60,7 +72,7 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s) {
     HO_ENTER(cuMemAllocAsync_ptsz);
     uint64_t tt = ho_trace_begin();
     /* A managed buffer is usable at once: stream order only matters for its free. */
-    ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC, tt, s, true, true);
+    if (!capturing(s, true)) ENGINE_ALLOC(dptr, bytesize, HO_BUF_ASYNC, tt, s, true, true);
     CUresult rc = HO_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, s);
     RETRY_ON_OOM(rc, bytesize, HO_REAL(cuMemAllocAsync_ptsz, dptr, bytesize, s));
     if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_alloc(*dptr, bytesize, HO_BUF_ASYNC);

@@ -2,6 +2,7 @@
  * written out; the declarations from hooks.def make the compiler check them. */
 #include "hook.h"
 #include "trace_args.h"
+#include "track_learn.h"
 
 #define HO_REALP(exp, ARGS) (ho_real.exp != NULL ? ho_real.exp ARGS : CUDA_ERROR_NOT_SUPPORTED)
 
@@ -26,10 +27,17 @@ static void access_begin(uint64_t a, uint64_t b, CUstream s, bool pt, struct ho_
 
 #define P(x) ((uint64_t)(uintptr_t)(x))
 
-/* A hook that calls the driver, then reports what it touched (and to the trace, its size). */
+/* A hook that calls the driver, then reports what it touched (and to the trace, its size). PRE
+ * runs first (host-to-device copies learn pointer arrays: track_learn.h). */
 #define COPY_HOOK(exp, PARAMS, ARGS, DST, SRC, STREAM, PT)                                         \
+    COPY_HOOK_PRE(exp, PARAMS, ARGS, DST, SRC, STREAM, PT, (void)0)
+#define HTOD_HOOK(exp, PARAMS, ARGS, DST, SRC, STREAM, PT)                                         \
+    COPY_HOOK_PRE(exp, PARAMS, ARGS, DST, SRC, STREAM, PT,                                         \
+                  if (ho_offloading()) ho_learn_copy_in(P(DST), SRC, n))
+#define COPY_HOOK_PRE(exp, PARAMS, ARGS, DST, SRC, STREAM, PT, PRE)                                \
     CUresult exp PARAMS {                                                                          \
         HO_ENTER(exp);                                                                             \
+        PRE;                                                                                       \
         uint64_t tt_ = ho_trace_begin();                                                           \
         if (ho_offloading()) {                                                                     \
             struct ho_engine_touch t_;                                                             \
@@ -71,17 +79,17 @@ COPY_HOOK(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), 
           st, false)
 COPY_HOOK(cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st),
           d, s, st, true)
-COPY_HOOK(cuMemcpyHtoD_v2, (CUdeviceptr d, const void *s, size_t n), (d, s, n), d, s, NULL, false)
-COPY_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *s, size_t n), (d, s, n), d, s, NULL,
+HTOD_HOOK(cuMemcpyHtoD_v2, (CUdeviceptr d, const void *s, size_t n), (d, s, n), d, s, NULL, false)
+HTOD_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *s, size_t n), (d, s, n), d, s, NULL,
           true)
 COPY_HOOK(cuMemcpyDtoH_v2, (void *d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, false)
 COPY_HOOK(cuMemcpyDtoH_v2_ptds, (void *d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, true)
 COPY_HOOK(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL, false)
 COPY_HOOK(cuMemcpyDtoD_v2_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n), d, s, NULL,
           true)
-COPY_HOOK(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, CUstream st),
+HTOD_HOOK(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, CUstream st),
           (d, s, n, st), d, s, st, false)
-COPY_HOOK(cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr d, const void *s, size_t n, CUstream st),
+HTOD_HOOK(cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr d, const void *s, size_t n, CUstream st),
           (d, s, n, st), d, s, st, true)
 COPY_HOOK(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st), d,
           s, st, false)

@@ -70,6 +70,27 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
            ho_real.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, s, params));
 }
 
+/* Deprecated, still exported: kernels on several devices at once, each on its own stream. The
+ * library does not scan this form: the launch is unattributed, a barrier on every stream it
+ * names (engine_unseen.c). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int n,
+                                              unsigned int flags) {
+    HO_ENTER(cuLaunchCooperativeKernelMultiDevice);
+    if (!ho_offloading() || list == NULL || n == 0)
+        return HO_REAL(cuLaunchCooperativeKernelMultiDevice, list, n, flags);
+    struct ho_engine_touch t;
+    ho_engine_prepare_ex(NULL, 0, list[0].hStream, false, false, true, &t);
+    CUresult rc = HO_REAL(cuLaunchCooperativeKernelMultiDevice, list, n, flags);
+    for (unsigned i = 1; i < n; i++)
+        ho_engine_unseen_also(&t, list[i].hStream, false);
+    ho_engine_finish(&t, list[0].hStream, false, rc == CUDA_SUCCESS);
+    if (rc == CUDA_SUCCESS) ho_count(&ho_stats.counts_launches, n);
+    return rc;
+}
+#pragma GCC diagnostic pop
+
 /* An unloaded module's function handles may be reused for other functions. */
 CUresult cuModuleUnload(CUmodule m) {
     HO_ENTER(cuModuleUnload);
@@ -138,7 +159,7 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                            const CUDA_KERNEL_NODE_PARAMS *params) {
     HO_ENTER(cuGraphExecKernelNodeSetParams_v2);
     CUresult rc = HO_REAL(cuGraphExecKernelNodeSetParams_v2, exec, node, params);
-    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_graph_kernel_params(exec, params);
+    if (rc == CUDA_SUCCESS && ho_tracking()) ho_track_graph_kernel_params(exec, node, params);
     return rc;
 }
 

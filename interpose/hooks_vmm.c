@@ -115,9 +115,46 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr) {
     return rc;
 }
 
-/* Shareable VMM handles are the application's own mappings, already pinned. */
+/* Shareable VMM handles are the application's own mappings (never moved), or a managed buffer's
+ * handle from cuMemRetainAllocationHandle, which pinned it. */
 CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType type, unsigned long long flags) {
     HO_ENTER(cuMemExportToShareableHandle);
     return HO_REAL(cuMemExportToShareableHandle, shareable, handle, type, flags);
+}
+
+/* ------------------------------------------------------------ physical handles that escape
+ *
+ * A buffer's physical handle leaving the library (retained, exported, bound into a multicast
+ * object, turned into a dma-buf) names the buffer's bytes for good: a move would leave them
+ * behind. The buffer is pinned for life, on the device when there is room, before the handle
+ * is made (ho_engine_pin_escaped). */
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
+    HO_ENTER(cuMemRetainAllocationHandle);
+    if (ho_offloading()) ho_engine_pin_escaped((uint64_t)(uintptr_t)addr);
+    return HO_REAL(cuMemRetainAllocationHandle, handle, addr);
+}
+
+CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+                                       CUmemRangeHandleType type, unsigned long long flags) {
+    HO_ENTER(cuMemGetHandleForAddressRange);
+    if (ho_offloading()) ho_engine_pin_escaped(dptr);
+    return HO_REAL(cuMemGetHandleForAddressRange, handle, dptr, size, type, flags);
+}
+
+CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mc, size_t off, CUdeviceptr ptr,
+                             size_t size, unsigned long long flags) {
+    HO_ENTER(cuMulticastBindAddr);
+    if (ho_offloading()) ho_engine_pin_escaped(ptr);
+    return HO_REAL(cuMulticastBindAddr, mc, off, ptr, size, flags);
+}
+
+/* The handle bound here came from cuMemCreate (the application's own, never moved) or from
+ * cuMemRetainAllocationHandle, which pinned its buffer already. */
+CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mc, size_t mc_off,
+                            CUmemGenericAllocationHandle mem, size_t mem_off, size_t size,
+                            unsigned long long flags) {
+    HO_ENTER(cuMulticastBindMem);
+    return HO_REAL(cuMulticastBindMem, mc, mc_off, mem, mem_off, size, flags);
 }

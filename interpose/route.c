@@ -14,9 +14,12 @@
 _Atomic unsigned char ho_hook_routed[HO_NHOOKS];
 
 #define HO_HOOK(exp, family) {#exp, HO_FAM_##family, (void *)(uintptr_t)&exp, HO_REAL_ID_##exp},
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* see route.h */
 const struct ho_hook_info ho_hooks[HO_NHOOKS] = {
 #include "hooks.def"
 };
+#pragma GCC diagnostic pop
 #undef HO_HOOK
 
 /* Open addressing, pointer -> hook id + 1; written once at load, then only read. */

@@ -22,7 +22,12 @@ enum ho_hook_id {
 /* Every hook, declared with the type of its real entry point: the definitions in hooks_*.c must
  * match, and a hook without a row in src/real.def does not compile. */
 #define HO_HOOK(exp, family) HO_EXPORT extern __typeof__(*((struct ho_real *)0)->exp) exp;
+/* The table names deprecated exports too (cuLaunchCooperativeKernelMultiDevice): hooked all the
+ * same, since programs still call them. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include "hooks.def"
+#pragma GCC diagnostic pop
 #undef HO_HOOK
 
 enum ho_family {
@@ -35,7 +40,10 @@ enum ho_family {
     HO_FAM_SYNC,
     HO_FAM_CAPTURE,
     HO_FAM_CONTEXT,
-    HO_FAM_PROC
+    HO_FAM_PROC,
+    HO_FAM_MEMOP,
+    HO_FAM_TMAP,
+    HO_FAM_GRAPHEDIT
 };
 
 struct ho_hook_info {

@@ -160,13 +160,44 @@ void ho_va_put(CUdeviceptr va, uint64_t span) {
     eng.va_pool = r;
 }
 
+/* The devices that may reach device `device`'s memory directly (peer access): a buffer the
+ * application allocated with cuMemAlloc is reachable from them once it enables peer access, so
+ * the engine's mapping of it grants them access too. Asked once per device. */
+static int peers_of(int device, CUmemAccessDesc *desc) {
+    static int npeers[HO_MAX_DEVICES] = {0};
+    static int peer[HO_MAX_DEVICES][HO_MAX_DEVICES];
+    static bool asked[HO_MAX_DEVICES];
+    if (!asked[device]) {
+        int count = 0;
+        if (ho_real.cuDeviceGetCount == NULL || ho_real.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+            count = 0;
+        for (int o = 0; o < count && o < HO_MAX_DEVICES; o++) {
+            int can = 0;
+            if (o != device && ho_real.cuDeviceCanAccessPeer != NULL &&
+                ho_real.cuDeviceCanAccessPeer(&can, o, device) == CUDA_SUCCESS && can)
+                peer[device][npeers[device]++] = o;
+        }
+        asked[device] = true;
+    }
+    int n = 0;
+    desc[n++] = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    for (int i = 0; i < npeers[device]; i++)
+        desc[n++] = (CUmemAccessDesc){
+            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = peer[device][i]},
+            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    return n;
+}
+
 bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
                int device) {
     (void)d;
     if (ho_real.cuMemMap(va, span, 0, h, 0) != CUDA_SUCCESS) return false;
-    CUmemAccessDesc rw = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
-                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    if (ho_real.cuMemSetAccess(va, span, &rw, 1) != CUDA_SUCCESS) {
+    CUmemAccessDesc rw[HO_MAX_DEVICES];
+    int n = peers_of(device, rw);
+    /* Peers first asked for, the device alone if the driver refuses them. */
+    if (ho_real.cuMemSetAccess(va, span, rw, (size_t)n) != CUDA_SUCCESS &&
+        (n == 1 || ho_real.cuMemSetAccess(va, span, rw, 1) != CUDA_SUCCESS)) {
         ho_real.cuMemUnmap(va, span);
         return false;
     }

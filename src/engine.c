@@ -7,6 +7,7 @@
 #include "lookahead.h"
 #include "oracle.h"
 #include "real.h"
+#include "stats.h"
 #include "trace.h"
 
 #include <string.h>
@@ -131,6 +132,35 @@ void ho_engine_stream_destroyed(CUstream s) {
     ho_mutex_unlock(&eng.lock);
 }
 
+bool ho_engine_capturing(void) {
+    return atomic_load_explicit(&eng.capturing, memory_order_relaxed) > 0;
+}
+
+void ho_engine_pin_escaped(uint64_t addr) {
+    if (!eng.active) return;
+    ho_registry_read_begin();
+    struct ho_buffer *b = ho_registry_lookup_locked(addr);
+    struct ho_managed *m = b != NULL ? b->engine : NULL;
+    ho_registry_read_end();
+    if (m == NULL) return;
+    ho_mutex_lock(&eng.lock);
+    if (!m->pinned) {
+        /* Its bytes must be where its handle is for good: a move on its way finishes or gives
+         * way, and a buffer away is brought back when there is room (else it stays pinned on
+         * the host handle, which the returned handle then names). */
+        if (atomic_load(&m->state) == HO_EVICTING) atomic_store(&m->state, HO_RESIDENT);
+        if (m->tr != NULL) ho_count_stall(ho_wait_move(m));
+        if (atomic_load(&m->state) == HO_HOST && atomic_load(&eng.capturing) == 0)
+            ho_demand_restore(m, NULL, 0);
+        if (m->tr != NULL) ho_count_stall(ho_wait_move(m));
+        m->pinned = true;
+        ho_want_drop(dev_of(m), m);
+        ho_defer_drop(dev_of(m), m);
+        ho_count(&ho_stats.counts_escaped_handles, 1);
+    }
+    ho_mutex_unlock(&eng.lock);
+}
+
 void ho_engine_pin(uint64_t addr) {
     ho_registry_read_begin();
     struct ho_buffer *b = ho_registry_lookup_locked(addr);
@@ -151,7 +181,9 @@ void ho_engine_fork_child(void) {
     eng.va_pool = NULL;
     eng.host_used = eng.host_pooled = 0;
     atomic_store(&eng.inflight, 0);
+    atomic_store(&eng.moving, 0);
     atomic_store(&eng.capturing, 0);
+    ho_unseen_fork_child();
     eng.timed = NULL; /* the parent's events mean nothing here */
     eng.npend = 0;
     eng.ntimed = eng.captimed = 0;

@@ -21,12 +21,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The buffers one call touches, as the engine tracks them across the real call. */
-#define HO_TOUCH_MAX 64
+/* The buffers one call touches, as the engine tracks them across the real call: no fixed cap
+ * (a fused optimizer's launch passes hundreds); past HO_TOUCH_INLINE they live on the heap, and
+ * when even that fails the call is unattributed (a barrier, see ho_engine_prepare_ex). */
+#define HO_TOUCH_INLINE 64
 struct issue_slot;
 struct ho_engine_touch {
-    struct ho_managed *m[HO_TOUCH_MAX];
+    struct ho_managed **m; /* m_inline or a heap array */
+    struct ho_managed *m_inline[HO_TOUCH_INLINE];
     int n;
+    bool unseen;             /* the call also uses what the engine cannot attribute */
     struct issue_slot *slot; /* this thread's issuing slot, while the call is being issued */
     uint64_t func;           /* the launched function (0: a copy, not a launch) */
     bool locked;             /* no slot could be had: eng.lock is held instead */
@@ -53,7 +57,22 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
  * `stream`, and fills `t`. Must be followed by ho_engine_finish after the real call. */
 void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream stream, bool per_thread,
                        bool restore, struct ho_engine_touch *t);
+/* The same, for a call that may also use memory the engine cannot tie to buffers (`unseen`):
+ * every move between copy and remap gives way first, and ho_engine_finish records the call's
+ * stream so that every later move waits for it (docs/ARCHITECTURE.md, "The rule"). */
+void ho_engine_prepare_ex(struct ho_buffer *const *bufs, int n, CUstream stream, bool per_thread,
+                          bool restore, bool unseen, struct ho_engine_touch *t);
+/* Inside an unseen call's section (between prepare and finish): another stream it uses. */
+void ho_engine_unseen_also(struct ho_engine_touch *t, CUstream stream, bool per_thread);
 void ho_engine_finish(struct ho_engine_touch *t, CUstream stream, bool per_thread, bool issued);
+
+/* The physical handle behind addr is about to leave the library (cuMemRetainAllocationHandle,
+ * export, multicast binding, address-range handles): the buffer is brought back to the device
+ * when it can be and pinned there for life, so the handle and the address keep naming the same
+ * bytes. */
+void ho_engine_pin_escaped(uint64_t addr);
+/* A stream capture is in progress somewhere in the process (cheap; a hint, not an answer). */
+bool ho_engine_capturing(void);
 
 /* A progress point (every intercepted call): completes moves whose copies are done. Cheap when
  * nothing is in flight; never blocks. */

@@ -8,12 +8,17 @@
  * Locks, in the order they are taken: a thread holding one takes only locks further down.
  *
  *   lock                        guards                               notes
- *   graphs_lock (track.c)       graph executables' buffer lists      reads the registry under it
+ *   graphs_lock (track_graph.c) graph executables' buffer lists,     reads the registry under it
+ *                               conditional nodes' bodies
  *   registry rwlock             address -> buffer records            launches take eng.lock under
  *                                                                    its read side: alloc and free
  *                                                                    write it outside eng.lock
+ *   tmap_lock, ptrs_lock        learnt descriptors and pointer       taken under the registry's
+ *   (track_learn.c, rwlocks)    arrays                               read side; take nothing
  *   eng.lock (struct ho_mutex)  this header's state, the policy      slow paths only, never the
  *                                                                    launch fast path
+ *   unseen_lock                 unattributed uses' events            also taken inside the issuing
+ *   (engine_unseen.c)                                                section, without eng.lock
  *   m->users_lock (spin)        one buffer's stream and event lists  a few loads and stores
  *   events_lock (arena.c)       the event pools                      a pop or a push
  *   the trace lock (trace.c)    the trace buffer                     takes nothing of the engine's
@@ -169,6 +174,7 @@ struct ho_engine {
     uint64_t granule;
     _Atomic uint64_t use_seq;
     _Atomic int inflight;     /* moves in flight, all devices */
+    _Atomic int moving;       /* evictions and restores between state change and completion */
     _Atomic int capturing;    /* stream captures in progress */
     struct ho_policy policy;  /* lru, lookahead or oracle: asked only through its operations */
     bool policy_budget_given; /* it was told the budget (of the first device it saw a launch on) */
@@ -214,6 +220,16 @@ bool ho_current_device(int *device);
 /* arena.c (eng.lock held, except for the event pool, which has its own lock): per-device setup,
  * pooled events (recorded on a stream, per-thread default stream when per_thread), address
  * ranges, device mappings, pinned host slots, the device's context made current. */
+/* engine_unseen.c: unattributed uses (eng.lock held for cancel, wait and order; record takes
+ * its own lock only). */
+bool ho_unseen_pending(void);
+void ho_unseen_cancel_moves(void);
+void ho_unseen_record(CUstream s, bool per_thread);
+void ho_unseen_wait(CUstream q);
+void ho_order_after_stream(struct ho_dev *d, CUstream q, CUstream s);
+void ho_unseen_fork_child(void);
+void ho_sync_all_devices(void);
+
 bool ho_dev_setup(int device);
 CUevent ho_event_get(struct ho_dev *d);
 void ho_event_put(struct ho_dev *d, CUevent e);

@@ -56,6 +56,7 @@ bool ho_start_evict(struct ho_managed *m) {
         }
         ho_note_host_peak();
     }
+    atomic_fetch_add(&eng.moving, 1); /* before the wait: see engine_unseen.c */
     atomic_store(&m->state, HO_EVICTING);
     ho_issue_wait();
     ho_barrier(m, HO_Q_EVICT);
@@ -70,6 +71,7 @@ bool ho_start_evict(struct ho_managed *m) {
         ho_log(HO_LOG_WARN, "evicting a %llu-byte buffer failed (error %d): it stays on the device",
                (unsigned long long)m->size, (int)rc);
         atomic_store(&m->state, HO_RESIDENT);
+        atomic_fetch_sub(&eng.moving, 1);
         if (tr->host != NULL) ho_host_slot_put(tr->host);
         ho_ctx_pop();
         free(tr);
@@ -202,6 +204,7 @@ static void complete_head(struct ho_dev *d, int q) {
     d->head[q] = tr->next;
     if (d->head[q] == NULL) d->tail[q] = NULL;
     atomic_fetch_sub(&eng.inflight, 1);
+    if (tr->kind != HO_TR_FREE) atomic_fetch_sub(&eng.moving, 1);
     struct ho_managed *m = tr->m;
     ho_ctx_push(d);
     switch (tr->kind) {
@@ -257,9 +260,10 @@ void ho_start_free(struct ho_managed *m) {
     HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
     m->free_requested = false;
-    if (!ho_users_queued(m)) {
-        /* Every use was covered by an earlier move that has completed: nothing can still be
-         * queued against it, so it can go now, without an event round trip. */
+    if (!ho_users_queued(m) && !ho_unseen_pending()) {
+        /* Every use was covered by an earlier move that has completed, and no unattributed use
+         * may still be queued: nothing can still use it, so it can go now, without an event
+         * round trip. */
         struct ho_transition t = {.kind = HO_TR_FREE, .m = m};
         ho_ctx_push(d);
         complete_free(&t);
@@ -322,6 +326,7 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
         *stall_out += stall;
         return false;
     }
+    atomic_fetch_add(&eng.moving, 1);
     atomic_store(&m->state, HO_RESTORING);
     ho_issue_wait();
     ho_barrier(m, HO_Q_RESTORE);
@@ -338,6 +343,7 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
     if (rc != CUDA_SUCCESS) {
         ho_timing_drop(d, tr->timed[0]);
         atomic_store(&m->state, HO_HOST);
+        atomic_fetch_sub(&eng.moving, 1);
         if (eng.backend == HO_BACKEND_VMM) ho_range_drop(tr->window, m->span, tr->dev, true);
         ho_ctx_pop();
         free(tr);

@@ -249,11 +249,17 @@ void ho_clock_forget(struct ho_managed *m) {
 void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
     const struct ho_policy *p = &eng.policy;
     struct ho_policy_actions a;
-    uint64_t ids[HO_TOUCH_MAX];
+    uint64_t ids_inline[HO_TOUCH_INLINE], *ids = ids_inline;
+    /* The policy hears of every buffer when there is room for the list, else of the first ones. */
+    int n = t->n;
+    if (n > HO_TOUCH_INLINE && (ids = malloc((size_t)n * sizeof *ids)) == NULL) {
+        ids = ids_inline;
+        n = HO_TOUCH_INLINE;
+    }
     /* What identifies a point in the step: the function, and the sizes of the buffers it gets
      * (a generic kernel launched throughout a step is told apart by its operands). */
     uint64_t sig = t->func * 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < t->n; i++) {
+    for (int i = 0; i < n; i++) {
         ids[i] = policy_id(t->m[i]);
         sig = (sig ^ t->m[i]->span) * 0xBF58476D1CE4E5B9ull;
     }
@@ -263,7 +269,7 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         p->ops->set_budget(p->self, dev_of(t->m[0])->budget);
         eng.policy_budget_given = true;
     }
-    uint64_t launch = p->ops->launch(p->self, sig, ids, (size_t)t->n, &a);
+    uint64_t launch = p->ops->launch(p->self, sig, ids, (size_t)n, &a);
     if (t->timing_before != NULL)
         ho_timing_add(dev_of(t->m[0]), t->timing_before, launch, s, per_thread);
     atomic_store_explicit(&eng.timing, p->ops->wants_timing(p->self), memory_order_relaxed);
@@ -288,4 +294,5 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         }
     }
     ho_mutex_unlock(&eng.lock);
+    if (ids != ids_inline) free(ids);
 }

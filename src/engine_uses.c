@@ -144,6 +144,7 @@ bool ho_users_drop_stream(struct ho_managed *m, CUstream s) {
 void ho_barrier(struct ho_managed *m, int q) {
     HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
+    ho_unseen_wait(d->stream[q]); /* whatever it touched, it may have touched m */
     users_lock(m);
     int n = atomic_load(&m->nusers), ne = m->nuse_events;
     bool overflow = m->users_overflow;
@@ -163,21 +164,18 @@ void ho_barrier(struct ho_managed *m, int q) {
         return;
     }
     if (overflow) {
-        /* More streams than tracked: wait for the whole device (rare; correct, slow). */
-        ho_real.cuCtxSynchronize();
+        /* More streams than tracked, or a use no event could name (a per-thread stream of
+         * another device's context): wait for every device (rare; correct, slow). */
+        ho_sync_all_devices();
     }
     for (int i = 0; i < n; i++) {
-        CUevent e = ho_event_get(d);
-        if (e == NULL || ho_real.cuEventRecord(e, users[i]) != CUDA_SUCCESS ||
-            ho_real.cuStreamWaitEvent(d->stream[q], e, 0) != CUDA_SUCCESS) {
-            /* Cannot order after that stream: wait for the device instead. */
-            ho_real.cuCtxSynchronize();
-        }
-        ho_event_put(d, e);
+        /* A stream of another device (peer access) takes an event of its own context: one of
+         * m's device would be refused, and waiting for m's device would not cover it. */
+        ho_order_after_stream(d, d->stream[q], users[i]);
     }
     for (int i = 0; i < ne; i++) {
         if (ho_real.cuStreamWaitEvent(d->stream[q], events[i], 0) != CUDA_SUCCESS)
-            ho_real.cuCtxSynchronize();
+            ho_real.cuEventSynchronize(events[i]);
         ho_event_put(d, events[i]);
     }
 }
@@ -220,38 +218,67 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
  * lock, where no move can start. */
 void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool per_thread,
                        bool restore, struct ho_engine_touch *t) {
+    ho_engine_prepare_ex(bufs, n, s, per_thread, restore, false, t);
+}
+
+/* The managed buffers among bufs, into t->m (on the heap past HO_TOUCH_INLINE). False when the
+ * heap refused: the caller then treats the call as unattributed. */
+static bool collect(struct ho_buffer *const *bufs, int n, struct ho_engine_touch *t) {
+    t->m = t->m_inline;
+    int count = 0;
+    for (int i = 0; i < n; i++)
+        count += bufs[i]->engine != NULL;
+    if (count > HO_TOUCH_INLINE && (t->m = malloc((size_t)count * sizeof *t->m)) == NULL) {
+        t->m = t->m_inline;
+        for (int i = 0; i < n && t->n < HO_TOUCH_INLINE; i++)
+            if (bufs[i]->engine != NULL) t->m[t->n++] = bufs[i]->engine;
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (bufs[i]->engine != NULL) t->m[t->n++] = bufs[i]->engine;
+    return true;
+}
+
+void ho_engine_prepare_ex(struct ho_buffer *const *bufs, int n, CUstream s, bool per_thread,
+                          bool restore, bool unseen, struct ho_engine_touch *t) {
     t->n = 0;
     t->slot = NULL;
     t->locked = false;
     t->func = 0;
     t->timing_before = NULL;
-    for (int i = 0; i < n && t->n < HO_TOUCH_MAX; i++)
-        if (bufs[i]->engine != NULL) t->m[t->n++] = bufs[i]->engine;
-    if (t->n == 0) return;
+    if (!collect(bufs, n, t)) unseen = true; /* the overflow is a barrier */
+    t->unseen = unseen;
+    if (t->n == 0 && !unseen) return;
     struct issue_slot *sl = slot_get();
     uint64_t seq = ho_use_seq_next();
     t->seq = seq;
     bool resident = sl != NULL;
     if (sl != NULL) {
         issue_begin(sl);
+        /* An unattributed use may touch any buffer: it must not be issued while a move is
+         * between copy and remap (engine_unseen.c). */
+        if (unseen) resident = atomic_load_explicit(&eng.moving, memory_order_seq_cst) == 0;
         for (int i = 0; i < t->n && resident; i++)
             resident = atomic_load_explicit(&t->m[i]->state, memory_order_seq_cst) == HO_RESIDENT;
         if (resident) {
             for (int i = 0; i < t->n; i++)
                 ho_users_add(t->m[i], s, per_thread, seq);
             t->slot = sl;
-            if (atomic_load_explicit(&eng.timing, memory_order_relaxed))
+            if (t->n > 0 && atomic_load_explicit(&eng.timing, memory_order_relaxed))
                 t->timing_before = ho_timing_event(dev_of(t->m[0]), s, per_thread);
             return;
         }
         issue_end(sl);
     }
     ho_mutex_lock(&eng.lock);
+    if (unseen) ho_unseen_cancel_moves();
     for (int i = 0; i < t->n; i++)
         settle(t->m[i], restore, t->m, t->n);
+    /* Making room for those may have started evictions: they give way too. */
+    if (unseen) ho_unseen_cancel_moves();
     for (int i = 0; i < t->n; i++)
         ho_users_add(t->m[i], s, per_thread, seq);
-    if (atomic_load_explicit(&eng.timing, memory_order_relaxed))
+    if (t->n > 0 && atomic_load_explicit(&eng.timing, memory_order_relaxed))
         t->timing_before = ho_timing_event(dev_of(t->m[0]), s, per_thread);
     if (sl != NULL) {
         issue_begin(sl);
@@ -262,8 +289,15 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
     }
 }
 
+void ho_engine_unseen_also(struct ho_engine_touch *t, CUstream s, bool per_thread) {
+    if (t->unseen) ho_unseen_record(s, per_thread);
+}
+
 void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bool issued) {
-    if (t->n == 0) return;
+    if (t->n == 0 && !t->unseen) return;
+    /* Named before the call leaves the issuing section: a move that waited for the section
+     * finds it (engine_unseen.c). A call that failed may still have queued part of its work. */
+    if (t->unseen) ho_unseen_record(s, per_thread);
     if (issued && implicit_per_thread(s, per_thread)) {
         /* Name the use by an event on this thread's per-thread stream, recorded now, before the
          * call leaves the issuing section. Only the event pool's lock is taken: eng.lock may be
@@ -281,9 +315,14 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     if (t->slot != NULL) issue_end(t->slot);
     if (t->locked) ho_mutex_unlock(&eng.lock);
     /* The policies plan for a budget: without one nothing moves ahead of need. */
-    if (eng.policy.ops->plans && issued && t->func != 0 && dev_of(t->m[0])->budgeted) {
+    if (t->n == 0) {
+        /* unseen only: nothing to plan */
+    } else if (eng.policy.ops->plans && issued && t->func != 0 && dev_of(t->m[0])->budgeted) {
         ho_plan_after_launch(t, s, per_thread);
     } else if (t->timing_before != NULL) {
         ho_timing_drop(dev_of(t->m[0]), t->timing_before); /* not a launch, or not issued */
     }
+    if (t->m != t->m_inline) free(t->m);
+    t->m = t->m_inline;
+    t->n = 0;
 }

@@ -36,6 +36,8 @@ struct ho_buffer {
     struct ho_managed *engine; /* the engine's state while it manages the buffer, else NULL */
     _Atomic uint64_t uses;     /* some of the launches and copies that touched it: the launch
                                 * path counts per thread, ho_track_uses() adds it all up */
+    _Atomic bool holds_ptrs;   /* the program copied pointers to tracked buffers into it
+                                * (track_learn.c): a launch using it uses those too */
 };
 
 bool ho_registry_init(void);

@@ -20,6 +20,8 @@
     X(counts, demand_restores)                                                                     \
     X(counts, prefetches)                                                                          \
     X(counts, unknown_layout_launches)                                                             \
+    X(counts, unattributed_uses)                                                                   \
+    X(counts, escaped_handles)                                                                     \
     X(bytes, to_host)                                                                              \
     X(bytes, to_device)                                                                            \
     X(bytes, peak_device)                                                                          \

@@ -25,7 +25,7 @@ static bool forked_child;
 
 /* The ids a launch touched, between its parameter scan and its end (per thread). */
 static _Thread_local struct {
-    uint64_t id[HO_TOUCH_MAX];
+    uint64_t id[HO_TOUCH_INLINE];
     uint32_t n;
 } launch_uses;
 
@@ -304,7 +304,7 @@ void ho_trace_launch_begin_slow(struct ho_trace_launch *l, uint64_t t0) {
 
 void ho_trace_uses_slow(struct ho_buffer *const *bufs, int n) {
     launch_uses.n = 0;
-    for (int i = 0; i < n && launch_uses.n < HO_TOUCH_MAX; i++)
+    for (int i = 0; i < n && launch_uses.n < HO_TOUCH_INLINE; i++)
         if (traced_kind(bufs[i]->kind)) launch_uses.id[launch_uses.n++] = bufs[i]->id;
 }
 

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "thread_slots.h"
 #include "trace.h"
+#include "track_learn.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -160,14 +161,50 @@ uint64_t ho_track_uses(const struct ho_buffer *b) {
     return n;
 }
 
-/* The distinct buffers one launch touches. */
-#define TOUCH_MAX 64
+/* The distinct buffers one launch touches: no cap (a fused optimizer passes hundreds); past the
+ * inline array they live on the heap, and if the heap refuses, the launch is unattributed. */
+#define TOUCH_INLINE 64
 struct touch_set {
-    struct ho_buffer *b[TOUCH_MAX];
-    int n;
+    struct ho_buffer *inl[TOUCH_INLINE];
+    struct ho_buffer **b; /* inl, or a heap array of cap */
+    int n, cap;
+    bool unseen;           /* part of what it touches cannot be attributed */
     struct thread_uses *u; /* NULL: out of memory, count on the buffers themselves */
     uint64_t lo, hi;       /* the registry's bounds */
 };
+
+static void touch_init(struct touch_set *t) {
+    t->b = t->inl;
+    t->n = 0;
+    t->cap = TOUCH_INLINE;
+    t->unseen = false;
+}
+
+static void touch_done(struct touch_set *t) {
+    if (t->b != t->inl) free(t->b);
+    t->b = t->inl;
+}
+
+static bool touch_grow(struct touch_set *t) __attribute__((noinline, cold));
+
+static inline bool touch_room(struct touch_set *t) {
+    return t->n < t->cap || touch_grow(t);
+}
+
+/* Doubles the list (the first growth moves it off the inline array). */
+static bool touch_grow(struct touch_set *t) {
+    int cap = t->cap * 2;
+    struct ho_buffer **nb = malloc((size_t)cap * sizeof *nb);
+    if (nb == NULL) return false;
+    memcpy(nb, t->b, (size_t)t->n * sizeof *nb);
+    if (t->b != t->inl) free(t->b);
+    t->b = nb;
+    t->cap = cap;
+    return true;
+}
+
+static void touch_ptrs(uint64_t v, void *arg);
+static void touch_array(struct ho_buffer *b, struct touch_set *t) __attribute__((noinline, cold));
 
 /* One parameter word: if it points into a tracked buffer, one use of it for this launch. */
 static inline void touch_word(uint64_t v, struct touch_set *t) {
@@ -200,12 +237,38 @@ static inline void touch_word(uint64_t v, struct touch_set *t) {
     }
     for (int k = 0; k < t->n; k++)
         if (t->b[k] == b) return;
-    if (t->n == TOUCH_MAX) return;
+    if (!touch_room(t)) {
+        t->unseen = true;
+        return;
+    }
     t->b[t->n++] = b;
     if (e != NULL)
         bump(&e->count, 1);
     else
         atomic_fetch_add_explicit(&b->uses, 1, memory_order_relaxed);
+    /* A pointer array the program copied in: the buffers it names are used too. (The record
+     * is read only once some array was learnt: the cache hit above never touches it.) */
+    if (ho_learn_ptrs_known()) touch_array(b, t);
+}
+
+static void touch_array(struct ho_buffer *b, struct touch_set *t) {
+    if (atomic_load_explicit(&b->holds_ptrs, memory_order_relaxed))
+        ho_learn_ptrs_of(b, touch_ptrs, t);
+}
+
+static void touch_ptrs(uint64_t v, void *arg) {
+    struct touch_set *t = arg;
+    if (v < t->lo || v >= t->hi) return;
+    struct ho_buffer *b = ho_registry_lookup_locked(v);
+    if (b == NULL) return;
+    for (int k = 0; k < t->n; k++)
+        if (t->b[k] == b) return;
+    if (!touch_room(t)) {
+        t->unseen = true;
+        return;
+    }
+    t->b[t->n++] = b;
+    atomic_fetch_add_explicit(&b->uses, 1, memory_order_relaxed);
 }
 
 /* Every aligned 8-byte word of [p, p + size): pointers, inside by-value structs too. */
@@ -215,6 +278,27 @@ static inline void scan_bytes(const unsigned char *p, size_t size, struct touch_
         memcpy(&v, p + off, sizeof v);
         touch_word(v, t);
     }
+}
+
+/* One parameter of `size` bytes, of which `have` are given (an extra buffer may be shorter than
+ * the layout: the driver accepts it and NCCL depends on it). Tensor maps the program encoded are
+ * recognised by their bytes (they are 64-byte aligned wherever they sit); a 128-byte parameter
+ * that is no known descriptor may be one built elsewhere: unattributed. */
+static void scan_param(const unsigned char *p, size_t size, size_t have, struct touch_set *t) {
+    if (have > size) have = size;
+    scan_bytes(p, have, t);
+    if (size < 128 || have < 128) return;
+    bool any = false;
+    if (ho_learn_tmaps_known()) {
+        for (size_t off = 0; off + 128 <= have; off += 64) {
+            uint64_t addr;
+            if (ho_learn_tmap_lookup(p + off, &addr)) {
+                touch_word(addr, t);
+                any = true;
+            }
+        }
+    }
+    if (size == 128 && !any) t->unseen = true;
 }
 
 static bool extra_buffer(void **extra, const unsigned char **buf, size_t *size) {
@@ -228,31 +312,49 @@ static bool extra_buffer(void **extra, const unsigned char **buf, size_t *size) 
     }
     return *buf != NULL && *size > 0;
 }
+
+/* A layout query stops at HO_MAX_PARAMS: a function with that many may have more, unseen. */
+static bool layout_complete(const struct ho_param_layout *l) {
+    return l->nparams >= 0 && l->nparams < HO_MAX_PARAMS;
+}
+
 static void scan_launch(const void *func, void **params, void **extra, struct touch_set *t) {
     const struct ho_param_layout *l = ho_param_layout(func);
     if (params != NULL && l->nparams >= 0) {
-        for (int i = 0; i < l->nparams; i++)
-            if (l->p[i].size >= 8 && params[i] != NULL) scan_bytes(params[i], l->p[i].size, t);
+        for (int i = 0; i < l->nparams; i++) {
+            if (l->p[i].size < 8 || params[i] == NULL) continue;
+            if (l->p[i].size < 128)
+                scan_bytes(params[i], l->p[i].size, t); /* the common case: no descriptor fits */
+            else
+                scan_param(params[i], l->p[i].size, l->p[i].size, t);
+        }
+        if (!layout_complete(l)) t->unseen = true;
         return;
     }
     const unsigned char *buf;
     size_t size;
     if (extra != NULL && extra_buffer(extra, &buf, &size)) {
         if (l->nparams >= 0) {
-            for (int i = 0; i < l->nparams; i++)
-                if (l->p[i].size >= 8 && (size_t)l->p[i].offset + l->p[i].size <= size)
-                    scan_bytes(buf + l->p[i].offset, l->p[i].size, t);
+            for (int i = 0; i < l->nparams; i++) {
+                size_t off = l->p[i].offset;
+                if (l->p[i].size >= 8 && off < size)
+                    scan_param(buf + off, l->p[i].size, size - off, t);
+            }
+            if (!layout_complete(l)) scan_bytes(buf, size, t);
         } else {
             scan_bytes(buf, size, t); /* no layout: every aligned word of the packed buffer */
         }
         return;
     }
-    if (params != NULL || extra != NULL) ho_count(&ho_stats.counts_unknown_layout_launches, 1);
+    if (params != NULL || extra != NULL) {
+        ho_count(&ho_stats.counts_unknown_layout_launches, 1);
+        t->unseen = true; /* what it reaches is unknown: a barrier (engine_unseen.c) */
+    }
 }
 
 /* Scans a launch's parameters with the registry's read side held (the caller releases it). */
 static void launch_scan(const void *func, void **params, void **extra, struct touch_set *t) {
-    t->n = 0;
+    touch_init(t);
     t->u = thread_uses_get();
     uint64_t generation;
     ho_registry_read_begin();
@@ -271,6 +373,7 @@ void ho_track_launch(const void *func, void **params, void **extra) {
     launch_scan(func, params, extra, &t);
     ho_trace_uses(t.b, t.n);
     ho_registry_read_end();
+    touch_done(&t);
     ho_count(&ho_stats.counts_launches, 1);
 }
 
@@ -280,9 +383,10 @@ void ho_track_launch_begin(const void *func, void **params, void **extra, CUstre
     launch_scan(func, params, extra, &t);
     ho_trace_uses(t.b, t.n);
     /* Inside the read side: a buffer found here cannot be freed before its use is announced. */
-    ho_engine_prepare(t.b, t.n, s, per_thread, true, et);
+    ho_engine_prepare_ex(t.b, t.n, s, per_thread, true, t.unseen, et);
     et->func = (uint64_t)(uintptr_t)func;
     ho_registry_read_end();
+    touch_done(&t);
 }
 
 void ho_track_launch_end(struct ho_engine_touch *et, CUstream s, bool per_thread, CUresult rc) {
@@ -300,203 +404,29 @@ void ho_track_touch(uint64_t addr) {
 
 void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread, bool restore,
                            struct ho_engine_touch *et) {
-    struct ho_buffer *bufs[HO_TOUCH_MAX];
-    int nb = 0;
+    ho_track_access_begin_ex(addrs, n, s, per_thread, restore, false, et);
+}
+
+void ho_track_access_begin_ex(const uint64_t *addrs, int n, CUstream s, bool per_thread,
+                              bool restore, bool unseen, struct ho_engine_touch *et) {
+    struct touch_set t;
+    touch_init(&t);
+    t.u = NULL;
+    t.unseen = unseen;
+    uint64_t generation;
     ho_registry_read_begin();
-    for (int i = 0; i < n && nb < HO_TOUCH_MAX; i++) {
+    ho_registry_bounds(&t.lo, &t.hi, &generation);
+    for (int i = 0; i < n; i++) {
         if (!ho_registry_maybe(addrs[i])) continue;
-        struct ho_buffer *b = ho_registry_lookup_locked(addrs[i]);
-        if (b == NULL) continue;
-        bool seen = false;
-        for (int k = 0; k < nb && !seen; k++)
-            seen = bufs[k] == b;
-        if (seen) continue;
-        atomic_fetch_add_explicit(&b->uses, 1, memory_order_relaxed);
-        bufs[nb++] = b;
+        touch_word(addrs[i], &t);
     }
-    ho_engine_prepare(bufs, nb, s, per_thread, restore, et);
+    ho_engine_prepare_ex(t.b, t.n, s, per_thread, restore, t.unseen, et);
     ho_registry_read_end();
-}
-
-/* ---------------------------------------------------------------------------------- graphs */
-
-/* Each instantiated graph and the addresses its nodes reference (re-resolved at each launch,
- * so a buffer freed and reallocated in between is looked up afresh). Graph calls are rare next
- * to launches: one mutex guards the list. */
-struct graph_refs {
-    CUgraphExec exec;
-    uint64_t *addrs;
-    size_t n, cap;
-    struct graph_refs *next;
-};
-
-static pthread_mutex_t graphs_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct graph_refs *graphs;
-
-static void refs_add(struct graph_refs *g, uint64_t a) {
-    if (a == 0) return;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->addrs[i] == a) return;
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 16;
-        uint64_t *na = realloc(g->addrs, cap * sizeof *na);
-        if (na == NULL) return;
-        g->addrs = na;
-        g->cap = cap;
-    }
-    g->addrs[g->n++] = a;
-}
-
-static void collect_addr(uint64_t v, void *arg) {
-    struct graph_refs *g = arg;
-    ho_registry_read_begin();
-    bool hit = ho_registry_lookup_locked(v) != NULL;
-    ho_registry_read_end();
-    if (hit) refs_add(g, v);
-}
-
-static void collect_bytes(const unsigned char *p, size_t size, struct graph_refs *g) {
-    for (size_t off = 0; off + 8 <= size; off += 8) {
-        uint64_t v;
-        memcpy(&v, p + off, sizeof v);
-        if (ho_registry_maybe(v)) collect_addr(v, g);
-    }
-}
-
-static void collect_kernel(const CUDA_KERNEL_NODE_PARAMS *kp, struct graph_refs *g) {
-    const void *f = kp->func != NULL ? (const void *)kp->func : (const void *)kp->kern;
-    const struct ho_param_layout *l = ho_param_layout(f);
-    if (kp->kernelParams != NULL && l->nparams >= 0) {
-        for (int i = 0; i < l->nparams; i++)
-            if (l->p[i].size >= 8) collect_bytes(kp->kernelParams[i], l->p[i].size, g);
-    } else if (kp->extra != NULL) {
-        const unsigned char *buf;
-        size_t size;
-        if (extra_buffer(kp->extra, &buf, &size)) collect_bytes(buf, size, g);
-    }
-}
-
-static uint64_t memcpy_side(CUmemorytype t, const void *host, CUdeviceptr dev) {
-    if (t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED) return dev;
-    if (t == CU_MEMORYTYPE_HOST) return (uint64_t)(uintptr_t)host;
-    return 0;
-}
-
-static void collect_graph(CUgraph graph, struct graph_refs *g) {
-    size_t n = 0;
-    if (ho_real.cuGraphGetNodes == NULL || ho_real.cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS)
-        return;
-    CUgraphNode *nodes = calloc(n ? n : 1, sizeof *nodes);
-    if (nodes == NULL || ho_real.cuGraphGetNodes(graph, nodes, &n) != CUDA_SUCCESS) {
-        free(nodes);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        CUgraphNodeType type;
-        if (ho_real.cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS) continue;
-        if (type == CU_GRAPH_NODE_TYPE_KERNEL && ho_real.cuGraphKernelNodeGetParams_v2) {
-            CUDA_KERNEL_NODE_PARAMS kp;
-            if (ho_real.cuGraphKernelNodeGetParams_v2(nodes[i], &kp) == CUDA_SUCCESS)
-                collect_kernel(&kp, g);
-        } else if (type == CU_GRAPH_NODE_TYPE_MEMCPY && ho_real.cuGraphMemcpyNodeGetParams) {
-            CUDA_MEMCPY3D cp;
-            if (ho_real.cuGraphMemcpyNodeGetParams(nodes[i], &cp) == CUDA_SUCCESS) {
-                collect_addr(memcpy_side(cp.srcMemoryType, cp.srcHost, cp.srcDevice), g);
-                collect_addr(memcpy_side(cp.dstMemoryType, cp.dstHost, cp.dstDevice), g);
-            }
-        } else if (type == CU_GRAPH_NODE_TYPE_MEMSET && ho_real.cuGraphMemsetNodeGetParams) {
-            CUDA_MEMSET_NODE_PARAMS mp;
-            if (ho_real.cuGraphMemsetNodeGetParams(nodes[i], &mp) == CUDA_SUCCESS)
-                collect_addr(mp.dst, g);
-        }
-    }
-    free(nodes);
-}
-
-static struct graph_refs *graph_find(CUgraphExec exec) {
-    for (struct graph_refs *g = graphs; g != NULL; g = g->next)
-        if (g->exec == exec) return g;
-    return NULL;
-}
-
-void ho_track_graph_instantiate(CUgraphExec exec, CUgraph graph) {
-    pthread_mutex_lock(&graphs_lock);
-    struct graph_refs *g = graph_find(exec);
-    if (g == NULL) {
-        g = calloc(1, sizeof *g);
-        if (g == NULL) {
-            pthread_mutex_unlock(&graphs_lock);
-            return;
-        }
-        g->exec = exec;
-        g->next = graphs;
-        graphs = g;
-    }
-    g->n = 0;
-    collect_graph(graph, g);
-    pthread_mutex_unlock(&graphs_lock);
-}
-
-void ho_track_graph_kernel_params(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAMS *params) {
-    pthread_mutex_lock(&graphs_lock);
-    struct graph_refs *g = graph_find(exec);
-    /* The exec's other parameters cannot be read back: keep the union (conservative). */
-    if (g != NULL && params != NULL) collect_kernel(params, g);
-    pthread_mutex_unlock(&graphs_lock);
-}
-
-/* The addresses an instantiated graph references (a copy the caller frees), or NULL. */
-static uint64_t *graph_addrs(CUgraphExec exec, int *n) {
-    pthread_mutex_lock(&graphs_lock);
-    struct graph_refs *g = graph_find(exec);
-    uint64_t *copy = NULL;
-    *n = 0;
-    if (g != NULL && g->n > 0 && (copy = malloc(g->n * sizeof *copy)) != NULL) {
-        memcpy(copy, g->addrs, g->n * sizeof *copy);
-        *n = (int)g->n;
-    }
-    pthread_mutex_unlock(&graphs_lock);
-    return copy;
-}
-
-void ho_track_graph_launch(CUgraphExec exec) {
-    int n;
-    uint64_t *addrs = graph_addrs(exec, &n);
-    for (int i = 0; i < n; i++)
-        ho_track_touch(addrs[i]);
-    free(addrs);
-    ho_count(&ho_stats.counts_graph_launches, 1);
-}
-
-/* Every buffer a graph references is made resident before the graph runs (graph nodes cannot
- * wait for the engine). Beyond HO_TOUCH_MAX buffers the rest stay wherever they are: host-mapped
- * buffers still read correctly, slowly. */
-void ho_track_graph_launch_begin(CUgraphExec exec, CUstream s, bool per_thread,
-                                 struct ho_engine_touch *et) {
-    int n;
-    uint64_t *addrs = graph_addrs(exec, &n);
-    ho_track_access_begin(addrs, n, s, per_thread, true, et);
-    et->func = (uint64_t)(uintptr_t)exec; /* to the policy, a graph launch is one launch */
-    free(addrs);
-}
-
-void ho_track_graph_destroy(CUgraphExec exec) {
-    pthread_mutex_lock(&graphs_lock);
-    for (struct graph_refs **pp = &graphs; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->exec == exec) {
-            struct graph_refs *g = *pp;
-            *pp = g->next;
-            free(g->addrs);
-            free(g);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&graphs_lock);
+    touch_done(&t);
 }
 
 void ho_track_reset(void) {
-    pthread_mutex_init(&graphs_lock, NULL);
-    graphs = NULL;                     /* the parent's graphs mean nothing in a fork child */
+    ho_track_graph_reset();            /* the parent's graphs mean nothing in a fork child */
     ho_thread_slots_forget(&all_uses); /* nor its use counts (the structures are left behind) */
     my_uses = NULL;
 }

@@ -26,13 +26,26 @@ void ho_track_launch_begin(const void *func, void **params, void **extra, CUstre
 void ho_track_launch_end(struct ho_engine_touch *et, CUstream s, bool per_thread, CUresult rc);
 void ho_track_access_begin(const uint64_t *addrs, int n, CUstream s, bool per_thread, bool restore,
                            struct ho_engine_touch *et);
+/* The same for a call that may also use memory no address names (unseen: a barrier). */
+void ho_track_access_begin_ex(const uint64_t *addrs, int n, CUstream s, bool per_thread,
+                              bool restore, bool unseen, struct ho_engine_touch *et);
 void ho_track_graph_launch_begin(CUgraphExec exec, CUstream s, bool per_thread,
                                  struct ho_engine_touch *et);
 
+/* Graphs (track_graph.c): an exec's buffers node by node, child graphs and conditional bodies
+ * walked, re-derived for the node an exec setter changes. */
 void ho_track_graph_instantiate(CUgraphExec exec, CUgraph graph);
-void ho_track_graph_kernel_params(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAMS *params);
+void ho_track_graph_kernel_params(CUgraphExec exec, CUgraphNode node,
+                                  const CUDA_KERNEL_NODE_PARAMS *params);
+void ho_track_graph_copy_params(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *cp);
+void ho_track_graph_memset_params(CUgraphExec exec, CUgraphNode node, CUdeviceptr dst);
+void ho_track_graph_child_params(CUgraphExec exec, CUgraphNode node, CUgraph child);
+void ho_track_graph_node_params(CUgraphExec exec, CUgraphNode node, const CUgraphNodeParams *p);
+/* cuGraphAddNode made node: a conditional node's bodies are remembered (no getter has them). */
+void ho_track_graph_node_added(CUgraphNode node, const CUgraphNodeParams *p);
 void ho_track_graph_launch(CUgraphExec exec);
 void ho_track_graph_destroy(CUgraphExec exec);
+void ho_track_graph_reset(void);
 void ho_track_reset(void);
 /* A buffer's uses so far: its own count plus every thread's table (for the report). */
 uint64_t ho_track_uses(const struct ho_buffer *b);

@@ -79,13 +79,8 @@ static void touch(CUdeviceptr p) {
 
 /* Where the bytes of p are: true when a device-located handle backs it. */
 static bool on_device(CUdeviceptr p) {
-    CUmemGenericAllocationHandle h;
-    if (cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p) != CUDA_SUCCESS) return true;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    CK(cuMemGetAllocationPropertiesFromHandle(&prop, h));
-    CK(cuMemRelease(h));
-    return prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    /* Asked of the simulator: cuMemRetainAllocationHandle would pin the buffer. */
+    return simcuda_where((const void *)(uintptr_t)p) != 'H';
 }
 
 /* Child: the three moves for buffers of `mib` MiB (HOSTOFF_BUDGET = 2 * mib MiB). Prints

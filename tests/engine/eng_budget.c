@@ -23,13 +23,9 @@ static const char image[] = "simcuda-module 1\n" ENG_KERNELS;
 static struct eng_module m;
 
 static char where(CUdeviceptr ptr) {
-    CUmemGenericAllocationHandle h;
-    if (cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr) != CUDA_SUCCESS) return 'L';
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    CK(cuMemGetAllocationPropertiesFromHandle(&prop, h));
-    CK(cuMemRelease(h));
-    return prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? 'D' : 'H';
+    /* Asked of the simulator, not the driver API: cuMemRetainAllocationHandle would pin it. */
+    char c = simcuda_where((const void *)(uintptr_t)ptr);
+    return c == 'D' || c == 'H' ? c : 'L';
 }
 
 static void check(const char *what, CUdeviceptr p, uint64_t id, uint64_t ver, uint64_t bytes) {

@@ -60,13 +60,9 @@ static void launch3(CUfunction f, CUstream s, CUdeviceptr buf, uint64_t id) {
 /* Where the physical memory behind ptr lives: 'D' device, 'H' host (VMM handles), 'L' not a VMM
  * mapping (driver linear memory or managed memory). */
 static char where(CUdeviceptr ptr) {
-    CUmemGenericAllocationHandle h;
-    if (cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr) != CUDA_SUCCESS) return 'L';
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    CK(cuMemGetAllocationPropertiesFromHandle(&prop, h));
-    CK(cuMemRelease(h));
-    return prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? 'D' : 'H';
+    /* Asked of the simulator, not the driver API: cuMemRetainAllocationHandle would pin it. */
+    char c = simcuda_where((const void *)(uintptr_t)ptr);
+    return c == 'D' || c == 'H' ? c : 'L';
 }
 
 /* Checks a step-layout buffer at `version` with a synchronous copy. */

@@ -140,11 +140,11 @@ class IntegrityStress(Case):
     MIN_BYTES = 2 * MIB
     THREADS, PER, UNIT_MIB, STREAMS, CHURN, LOCALITY = 4, 8, 2, 4, 50, 90
 
-    def stress(self, kernels, budget_mib, env=None, seed=1):
+    def stress(self, kernels, budget_mib, env=None, seed=1, shapes=0):
         budget = budget_mib * MIB
         env = dict({"HOSTOFF_BUDGET": f"{budget_mib}M", "HOSTOFF_MIN_BYTES": "2M"}, **(env or {}))
         r = run("engine_stress", [self.THREADS, self.PER, self.UNIT_MIB, kernels, seed,
-                                  self.STREAMS, 1, self.CHURN, self.LOCALITY], env)
+                                  self.STREAMS, 1, self.CHURN, self.LOCALITY, shapes], env)
         self.clean(r, marker="0 mismatches in kernels, 0 at the end")
         self.quiet(r)
         sizes = [int(x) for x in r.line("sizes:").split()[1:]]
@@ -176,6 +176,15 @@ class IntegrityStress(Case):
     def test_uvm(self):
         r = self.stress(scaled(500, 40), 16, {"HOSTOFF_BACKEND": "uvm"}, seed=3)
         self.assertEqual(r.report["backend"], "uvm")
+
+    def test_library_shapes(self):
+        """One iteration in 8 is a shape real libraries produce (stress.c, SHAPES): a launch over
+        100+ buffers, an NCCL-shaped launch on a second stream, a graph whose child node is
+        updated in place, a batch copy."""
+        for policy in ("lookahead", "lru"):
+            with self.subTest(policy=policy):
+                r = self.stress(scaled(400, 40), 16, {"HOSTOFF_POLICY": policy}, seed=7, shapes=8)
+                self.assertGreater(r.counts("graph_launches"), 0)
 
 
 # ------------------------------------------------------------------------------------------ 2
@@ -457,6 +466,72 @@ class MalformedOptions(Case):
                 self.one_line(r, "HOSTOFF_BACKEND")
                 self.assertEqual(r.report["backend"], "vmm")  # auto, on a driver with host VMM
                 self.moved(r)
+
+
+# ------------------------------------------------------------------------------------------ 8
+class UnseenUses(Case):
+    """Every way a use can reach a managed buffer besides a launch's plain pointer parameters,
+    raced against moves the budget forces (eng_reach SHAPE): bit-exact data, no hazard and no
+    illegal access, under the lookahead and lru policies. Each shape failed before the engine
+    learnt to see it or to wait for it (docs/ARCHITECTURE.md, "How a use reaches the device")."""
+
+    ENV = {"HOSTOFF_BUDGET": "12M", "HOSTOFF_MIN_BYTES": "256K"}
+
+    def shape(self, name, rounds=6, env=None, barriers=False):
+        """barriers: whether the shape is waited for (unattributed) rather than attributed."""
+        for policy in ("lookahead", "lru"):
+            with self.subTest(shape=name, policy=policy):
+                e = dict(self.ENV, HOSTOFF_POLICY=policy, **(env or {}))
+                r = run("eng_reach", [name, scaled(rounds, 2)], e)
+                self.clean(r)
+                self.assertGreater(r.counts("evictions"), 0, r.describe())
+                if barriers:
+                    self.assertGreater(r.counts("unattributed_uses"), 0, r.describe())
+                else:
+                    self.assertEqual(r.counts("unattributed_uses"), 0, r.describe())
+
+    def test_many_buffers(self):
+        self.shape("many", 3)
+
+    def test_nccl_launch(self):
+        self.shape("nccl")
+
+    def test_capture_allocations(self):
+        self.shape("capture", 4)
+
+    def test_retained_handle(self):
+        """Under the library the buffer is VMM memory, so the handle escapes: it is pinned."""
+        self.shape("retain")
+        r = run("eng_reach", ["retain", 2], self.ENV)
+        self.assertEqual(r.counts("escaped_handles"), 1, r.describe())
+
+    def test_graph_children_conditionals_updates(self):
+        self.shape("graph")
+
+    def test_copies_and_memory_operations(self):
+        self.shape("copies")
+
+    def test_peer_device(self):
+        self.shape("peer", env={"SIMCUDA_DEVICES": "2"})
+
+    def test_tensor_maps(self):
+        self.shape("tensormap")
+
+    def test_pointer_arrays(self):
+        self.shape("ptrarray")
+
+    def test_unknown_layout(self):
+        self.shape("unknown", barriers=True)
+
+    def test_same_without_library(self):
+        for name in ("many", "nccl", "capture", "retain", "graph", "copies", "tensormap",
+                     "ptrarray", "unknown"):
+            with self.subTest(shape=name):
+                self.clean(run("eng_reach", [name, 2], preload=False))
+        # cuMemAlloc memory is no VMM mapping for the driver itself: nothing to retain there.
+        self.assertIn("retain: not a VMM mapping", run("eng_reach", ["retain", 2],
+                                                       preload=False).out)
+        self.clean(run("eng_reach", ["peer", 2], {"SIMCUDA_DEVICES": "2"}, preload=False))
 
 
 def main():

@@ -588,7 +588,8 @@ def family_file(fam):
     """Which hooks_*.c defines a family's hooks."""
     return {"ALLOC": "alloc", "VMM": "vmm", "LAUNCH": "launch", "GRAPH": "launch",
             "COPY": "copy", "MEMSET": "copy", "SYNC": "sync", "CAPTURE": "sync",
-            "CONTEXT": "sync", "PROC": "proc"}[fam]
+            "CONTEXT": "sync", "PROC": "proc", "MEMOP": "memop", "TMAP": "tmap",
+            "GRAPHEDIT": "graph"}[fam]
 
 
 def main():

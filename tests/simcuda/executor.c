@@ -12,6 +12,8 @@
 
 static _Thread_local uint64_t body_duration_ns;
 static _Thread_local bool body_duration_set;
+/* The kernel whose body runs on this executor thread (its ranges grow by simcuda_kernel_access). */
+static _Thread_local struct sim_op *body_op;
 
 SIM_EXPORT void simcuda_set_duration_ns(uint64_t ns) {
     body_duration_ns = ns;
@@ -20,6 +22,12 @@ SIM_EXPORT void simcuda_set_duration_ns(uint64_t ns) {
 
 SIM_EXPORT uint64_t simcuda_now_ns(void) {
     return sim_now();
+}
+
+/* Called from a kernel body with the lock released; only this executor thread touches body_op's
+ * range list while its body runs (hazard scans read operations that have completed). */
+SIM_EXPORT void simcuda_kernel_access(const void *ptr, uint64_t bytes) {
+    if (body_op != NULL && ptr != NULL) sim_op_add_ref(body_op, (uint64_t)(uintptr_t)ptr, bytes);
 }
 
 struct sim_op *sim_op_new(enum sim_op_kind kind, struct sim_stream *s) {
@@ -69,6 +77,8 @@ void sim_op_release(struct sim_op *op) {
         free(op->u.kernel.argbuf);
     } else if (op->kind == SIM_OP_COPY) {
         free(op->u.copy.staging);
+    } else if (op->kind == SIM_OP_CALL && op->u.call.drop != NULL) {
+        op->u.call.drop(op->u.call.data);
     }
     if (op->stream != NULL) stream_release(op->stream);
     free(op);
@@ -231,10 +241,15 @@ static void hazard_scan(struct sim_device *dev, uint64_t addr, uint64_t bytes, u
 }
 
 void sim_hazard_check(struct sim_device *dev, uint64_t addr, uint64_t bytes, uint64_t at_ns) {
-    /* Let the executor catch up (wall clock only): then every operation enqueued so far has a
-     * known virtual end, and the answer is exact. */
-    sim_device_drain(dev);
-    hazard_scan(dev, addr, bytes, at_ns, NULL);
+    /* Let the executors catch up (wall clock only): then every operation enqueued so far has a
+     * known virtual end, and the answer is exact. Every device: with peer access a kernel on
+     * another device may be using this memory too. */
+    (void)dev;
+    uint64_t before = sim.stats.hazards;
+    for (int d = 0; d < sim.ndevices && sim.stats.hazards == before; d++) {
+        sim_device_drain(&sim.devices[d]);
+        hazard_scan(&sim.devices[d], addr, bytes, at_ns, NULL);
+    }
 }
 
 /* ------------------------------------------------------------------ running one operation */
@@ -283,19 +298,19 @@ static void call_memset(void *arg) {
     }
 }
 
-static void record_fault(uint64_t addr) {
+void sim_record_fault(uint64_t addr) {
     if (sim.stats.illegal_accesses == 0) sim.stats.first_illegal_addr = addr;
     sim.stats.illegal_accesses++;
     sim.device_error = CUDA_ERROR_ILLEGAL_ADDRESS; /* published by a waiting call */
 }
 
 /* Runs fn guarded with the lock released. Returns false (and records the fault) on a fault. */
-static bool run_unlocked(void (*fn)(void *), void *arg) {
+bool sim_run_unlocked(void (*fn)(void *), void *arg) {
     uint64_t fault = 0;
     sim_unlock();
     bool ok = sim_guarded_run(fn, arg, &fault);
     sim_lock();
-    if (!ok) record_fault(fault);
+    if (!ok) sim_record_fault(fault);
     return ok;
 }
 
@@ -306,7 +321,7 @@ static bool probe_mapped(uint64_t addr, uint64_t bytes) {
     sim_lookup(addr, &lk);
     if (lk.range == NULL) return true; /* host memory the simulator does not manage */
     if (!lk.mapped) {
-        record_fault(addr);
+        sim_record_fault(addr);
         return false;
     }
     if (bytes > 0 && addr + bytes > lk.mapping_base + lk.mapping_size) {
@@ -332,11 +347,18 @@ static uint64_t run_kernel(struct sim_op *op) {
         if (lk.range == NULL) continue;
         r->addr = lk.mapping_base;
         r->bytes = lk.mapping_size;
+        if (lk.mapped && lk.range->kind == SIM_R_DEVICE &&
+            !sim_peer_allowed(op->dev->ordinal, lk.range->device)) {
+            /* Another device's memory without peer access: the device faults on it. */
+            sim_record_fault(ptr);
+            op->failed = true;
+            return 0;
+        }
         if (!lk.mapped) {
             if (sim.cfg.data == SIM_DATA_SPARSE) {
                 /* The pointer itself is the faulting address (the device reports the address,
                  * not the reservation's base), and the kernel did not run. */
-                record_fault(ptr);
+                sim_record_fault(ptr);
                 op->failed = true;
                 return 0;
             }
@@ -355,8 +377,11 @@ static uint64_t run_kernel(struct sim_op *op) {
     }
     if (f->body != NULL && sim.cfg.data == SIM_DATA_FULL) {
         body_duration_set = false;
+        body_op = op;
         struct kernel_call call = {f->body, k->params};
-        if (!run_unlocked(call_kernel, &call)) {
+        bool ok = sim_run_unlocked(call_kernel, &call);
+        body_op = NULL;
+        if (!ok) {
             op->failed = true;
             return 0;
         }
@@ -365,7 +390,7 @@ static uint64_t run_kernel(struct sim_op *op) {
     return extra_ns + dur;
 }
 
-static void run_op(struct sim_op *op, uint64_t *start) {
+void sim_op_run(struct sim_op *op, uint64_t *start) {
     uint64_t dur = 0;
     switch (op->kind) {
     case SIM_OP_KERNEL:
@@ -391,7 +416,7 @@ static void run_op(struct sim_op *op, uint64_t *start) {
             sim.stats.bytes_d2d += total;
         if (sim.cfg.data == SIM_DATA_FULL) {
             struct copy_call call = {c};
-            if (!run_unlocked(call_copy, &call)) op->failed = true;
+            if (!sim_run_unlocked(call_copy, &call)) op->failed = true;
         }
         break;
     }
@@ -405,7 +430,7 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         }
         dur = sim_bytes_ns(total, sim.cfg.hbm_gbps);
         sim.stats.memsets++;
-        if (sim.cfg.data == SIM_DATA_FULL && !run_unlocked(call_memset, m)) op->failed = true;
+        if (sim.cfg.data == SIM_DATA_FULL && !sim_run_unlocked(call_memset, m)) op->failed = true;
         break;
     }
     case SIM_OP_HOST_FUNC: {
@@ -421,7 +446,10 @@ static void run_op(struct sim_op *op, uint64_t *start) {
     }
     case SIM_OP_FREE: {
         struct sim_range *r = sim_range_find(op->u.free_addr);
-        if (r != NULL && r->base == op->u.free_addr) {
+        /* A graph's free node keeps graph memory's address for the next launch (stream NULL:
+         * a node of a graph launch). */
+        bool graph_node = r != NULL && r->graph_owned && op->stream == NULL;
+        if (r != NULL && r->base == op->u.free_addr && !graph_node) {
             hazard_scan(op->dev, r->base, r->size, *start, op);
             sim_free_range_at(r, *start);
         }
@@ -436,6 +464,9 @@ static void run_op(struct sim_op *op, uint64_t *start) {
                                     start);
         break;
     }
+    case SIM_OP_CALL:
+        dur = op->u.call.run(op, start);
+        break;
     case SIM_OP_RECORD:
     case SIM_OP_WAIT:
         break;
@@ -502,9 +533,9 @@ static void *executor_main(void *arg) {
              * (cuLaunchHostFunc's functions are not called after an error). */
             op->failed = true;
             op->start_ns = op->end_ns = start;
-            if (op->kind == SIM_OP_HOST_FUNC && op->u.host.cb != NULL) run_op(op, &start);
+            if (op->kind == SIM_OP_HOST_FUNC && op->u.host.cb != NULL) sim_op_run(op, &start);
         } else {
-            run_op(op, &start);
+            sim_op_run(op, &start);
         }
         op_complete(dev, op);
         sim_op_release(op);

@@ -37,20 +37,12 @@
  * defined below against cuda.h's own prototype. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include "sim.h"
+#include "graph_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------ node bodies */
-
-struct node_body {
-    CUgraphNodeType type;
-    struct sim_op *tmpl;            /* what one execution does; NULL for empty nodes */
-    CUcontext ctx;                  /* as given (kernel, memcpy and memset nodes) */
-    CUkernel kern;                  /* kernel nodes made from a CUkernel, for GetParams */
-    CUDA_MEMCPY3D copy;             /* memcpy nodes: parameters as reported */
-    CUDA_MEMSET_NODE_PARAMS memset; /* memset nodes: parameters as reported */
-};
 
 static bool kernel_args_copy(struct sim_kernel_op *dst, const struct sim_kernel_op *src) {
     const struct sim_func *f = src->func;
@@ -68,7 +60,7 @@ static bool kernel_args_copy(struct sim_kernel_op *dst, const struct sim_kernel_
 
 /* A fresh, unqueued copy of an operation without a stream (lock held). A pageable source is read
  * when the copy runs, not snapshotted: graph memcpy nodes read their source at execution. */
-static struct sim_op *op_clone(const struct sim_op *t) {
+struct sim_op *op_clone(const struct sim_op *t) {
     struct sim_op *op = sim_op_new(t->kind, NULL);
     if (op == NULL) return NULL;
     op->u = t->u;
@@ -77,6 +69,8 @@ static struct sim_op *op_clone(const struct sim_op *t) {
         ok = kernel_args_copy(&op->u.kernel, &t->u.kernel);
     else if (t->kind == SIM_OP_COPY)
         op->u.copy.staging = NULL;
+    else if (t->kind == SIM_OP_CALL && t->u.call.data != NULL)
+        ok = (op->u.call.data = t->u.call.copy(t->u.call.data)) != NULL;
     if (ok && t->nrefs > 0) {
         op->refs_list = malloc((size_t)t->nrefs * sizeof *op->refs_list);
         ok = op->refs_list != NULL;
@@ -92,12 +86,12 @@ static struct sim_op *op_clone(const struct sim_op *t) {
     return op;
 }
 
-static void body_free(struct node_body *b) {
+void body_free(struct node_body *b) {
     sim_op_release(b->tmpl);
     b->tmpl = NULL;
 }
 
-static CUresult body_clone(struct node_body *dst, const struct node_body *src) {
+CUresult body_clone(struct node_body *dst, const struct node_body *src) {
     *dst = *src;
     if (src->tmpl == NULL) return CUDA_SUCCESS;
     dst->tmpl = op_clone(src->tmpl);
@@ -177,33 +171,16 @@ static CUresult body_from_op(struct node_body *b, const struct sim_op *op, struc
 
 /* ---------------------------------------------------------------------------------- graphs */
 
-struct sim_graph_node {
-    uint32_t magic;
-    struct sim_graph *graph;
-    size_t index; /* position in graph->nodes */
-    struct node_body body;
-    CUgraphNode *deps; /* incoming edges, in the order they were added */
-    size_t ndeps;
-    CUgraphNode cloned_from; /* cuGraphNodeFindInClone; compared, never dereferenced */
-};
-
-struct sim_graph {
-    uint32_t magic;
-    struct sim_graph_node **nodes; /* insertion order */
-    size_t nnodes;
-    struct sim_capture *capture; /* the capture writing into this graph, or NULL */
-};
-
 static struct sim_graph_node *N(CUgraphNode h) {
     return (struct sim_graph_node *)h;
 }
 
-static struct sim_graph *graph_from(CUgraph h) {
+struct sim_graph *graph_from(CUgraph h) {
     struct sim_graph *g = (struct sim_graph *)h;
     return g != NULL && g->magic == SIM_MAGIC_GRAPH ? g : NULL;
 }
 
-static struct sim_graph_node *node_from(CUgraphNode h) {
+struct sim_graph_node *node_from(CUgraphNode h) {
     struct sim_graph_node *n = N(h);
     return n != NULL && n->magic == SIM_MAGIC_NODE ? n : NULL;
 }
@@ -214,7 +191,7 @@ static bool node_in(const CUgraphNode *set, size_t n, CUgraphNode x) {
     return false;
 }
 
-static struct sim_graph *graph_new(void) {
+struct sim_graph *graph_new(void) {
     struct sim_graph *g = calloc(1, sizeof *g);
     if (g != NULL) g->magic = SIM_MAGIC_GRAPH;
     return g;
@@ -227,7 +204,7 @@ static void node_free(struct sim_graph_node *n) {
     free(n);
 }
 
-static void graph_free(struct sim_graph *g) {
+void graph_free(struct sim_graph *g) {
     for (size_t i = 0; i < g->nnodes; i++)
         node_free(g->nodes[i]);
     free(g->nodes);
@@ -236,7 +213,7 @@ static void graph_free(struct sim_graph *g) {
 }
 
 /* Dependencies named by the caller: nodes of g, no duplicates. */
-static CUresult deps_check(const struct sim_graph *g, const CUgraphNode *deps, size_t n) {
+CUresult deps_check(const struct sim_graph *g, const CUgraphNode *deps, size_t n) {
     if (n > 0 && deps == NULL) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++) {
         const struct sim_graph_node *d = node_from(deps[i]);
@@ -247,8 +224,8 @@ static CUresult deps_check(const struct sim_graph *g, const CUgraphNode *deps, s
 }
 
 /* Adds a node after deps (checked by the caller). Consumes the body: on failure it is freed. */
-static CUresult graph_add_node(struct sim_graph *g, struct node_body *b, const CUgraphNode *deps,
-                               size_t n, CUgraphNode *out) {
+CUresult graph_add_node(struct sim_graph *g, struct node_body *b, const CUgraphNode *deps, size_t n,
+                        CUgraphNode *out) {
     struct sim_graph_node *node = calloc(1, sizeof *node);
     struct sim_graph_node **list = realloc(g->nodes, (g->nnodes + 1) * sizeof *list);
     if (list != NULL) g->nodes = list;
@@ -318,7 +295,7 @@ static bool edata_default(const CUgraphEdgeData *edata, size_t n) {
 
 /* Node indices in an order where every node follows its dependencies (Kahn's algorithm, roots in
  * insertion order, so launches are deterministic). NULL on a cycle (*cycle set) or no memory. */
-static size_t *topo_order(const struct sim_graph *g, bool *cycle) {
+size_t *topo_order(const struct sim_graph *g, bool *cycle) {
     size_t n = g->nnodes, nedges = 0;
     *cycle = false;
     for (size_t i = 0; i < n; i++)
@@ -924,11 +901,9 @@ SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 
 /* ------------------------------------------------------------------ building node bodies */
 
-typedef CUresult (*body_builder)(struct node_body *b, const void *params, CUcontext ctx);
-
 /* Kernel nodes copy the argument values now, through the function's parameter layout, as the
  * driver does: the caller may reuse its argument storage at once. */
-static CUresult kernel_body(struct node_body *b, const void *params, CUcontext ctx) {
+CUresult kernel_body(struct node_body *b, const void *params, CUcontext ctx) {
     const CUDA_KERNEL_NODE_PARAMS *p = params;
     (void)ctx;
     if (p == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -1004,7 +979,7 @@ static CUresult copy_end(CUmemorytype type, const void *host, CUdeviceptr dev, u
 
 /* A 3D copy runs as Height * Depth rows: slices must be pitched like rows (srcHeight == dstHeight
  * == Height), which covers every 1D, 2D and contiguous 3D copy. */
-static CUresult copy_body(struct node_body *b, const void *params, CUcontext ctx) {
+CUresult copy_body(struct node_body *b, const void *params, CUcontext ctx) {
     const CUDA_MEMCPY3D *p = params;
     if (p == NULL || p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1040,7 +1015,7 @@ static CUresult copy_body(struct node_body *b, const void *params, CUcontext ctx
     return CUDA_SUCCESS;
 }
 
-static CUresult memset_body(struct node_body *b, const void *params, CUcontext ctx) {
+CUresult memset_body(struct node_body *b, const void *params, CUcontext ctx) {
     const CUDA_MEMSET_NODE_PARAMS *p = params;
     if (p == NULL) return CUDA_ERROR_INVALID_VALUE;
     unsigned e = p->elementSize;
@@ -1066,7 +1041,7 @@ static CUresult memset_body(struct node_body *b, const void *params, CUcontext c
     return CUDA_SUCCESS;
 }
 
-static CUresult host_body(struct node_body *b, const void *params, CUcontext ctx) {
+CUresult host_body(struct node_body *b, const void *params, CUcontext ctx) {
     const CUDA_HOST_NODE_PARAMS *p = params;
     (void)ctx;
     if (p == NULL || p->fn == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -1080,7 +1055,7 @@ static CUresult host_body(struct node_body *b, const void *params, CUcontext ctx
     return CUDA_SUCCESS;
 }
 
-static CUresult empty_body(struct node_body *b, const void *params, CUcontext ctx) {
+CUresult empty_body(struct node_body *b, const void *params, CUcontext ctx) {
     (void)params;
     (void)ctx;
     memset(b, 0, sizeof *b);
@@ -1114,8 +1089,8 @@ SIM_EXPORT CUresult cuGraphDestroy(CUgraph h) {
     return rc;
 }
 
-static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
-                         body_builder build, const void *params, CUcontext ctx) {
+CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
+                  body_builder build, const void *params, CUcontext ctx) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -1165,7 +1140,7 @@ SIM_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgra
 }
 
 /* Replaces a node's parameters with a freshly built body of the same type. */
-static CUresult node_set(CUgraphNode h, body_builder build, const void *params, CUcontext ctx) {
+CUresult node_set(CUgraphNode h, body_builder build, const void *params, CUcontext ctx) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();
@@ -1535,7 +1510,7 @@ SIM_EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode h, CUgraphNode *nod
 }
 
 /* Copies every node and edge of g (lock held). */
-static CUresult graph_clone(const struct sim_graph *g, struct sim_graph **out) {
+CUresult graph_clone(const struct sim_graph *g, struct sim_graph **out) {
     struct sim_graph *c = graph_new();
     CUgraphNode *deps = malloc((g->nnodes + 1) * sizeof *deps);
     CUresult rc = c != NULL && deps != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -1588,25 +1563,7 @@ SIM_EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode orig, C
 
 /* ------------------------------------------------------------------------ executable graphs */
 
-struct exec_node {
-    struct node_body body;
-    size_t *deps; /* positions in exec->nodes, which is in topological order */
-    size_t ndeps;
-    size_t graph_index;       /* position in the graph it came from (cuGraphExecUpdate) */
-    CUgraphNode origin;       /* the node it was instantiated from; compared, never dereferenced */
-    CUgraphNode updated_from; /* the paired node of the last cuGraphExecUpdate, likewise */
-    bool has_dependents;
-};
-
-struct sim_graph_exec {
-    uint32_t magic;
-    struct exec_node *nodes;
-    size_t nnodes;
-    cuuint64_t flags;
-    struct sim_op *last_join; /* the previous launch's completion (referenced), or NULL */
-};
-
-static struct sim_graph_exec *exec_from(CUgraphExec h) {
+struct sim_graph_exec *exec_from(CUgraphExec h) {
     struct sim_graph_exec *x = (struct sim_graph_exec *)h;
     return x != NULL && x->magic == SIM_MAGIC_GRAPH_EXEC ? x : NULL;
 }
@@ -1908,15 +1865,15 @@ SIM_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec x, CUstream s) {
 
 /* ------------------------------------------------------------------------ updating an exec */
 
-static struct exec_node *exec_find(struct sim_graph_exec *x, CUgraphNode h) {
+struct exec_node *exec_find(struct sim_graph_exec *x, CUgraphNode h) {
     for (size_t k = 0; h != NULL && k < x->nnodes; k++)
         if (x->nodes[k].origin == h || x->nodes[k].updated_from == h) return &x->nodes[k];
     return NULL;
 }
 
 /* Sets one node's parameters in an exec; future launches only, as the driver does. */
-static CUresult exec_set(CUgraphExec hx, CUgraphNode h, body_builder build, const void *params,
-                         CUcontext ctx) {
+CUresult exec_set(CUgraphExec hx, CUgraphNode h, body_builder build, const void *params,
+                  CUcontext ctx) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();

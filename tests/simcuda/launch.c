@@ -38,8 +38,10 @@ CUresult sim_build_kernel_op(struct sim_func *f, struct sim_stream *s, const uns
     const void *packed = NULL;
     size_t packed_size = 0;
     if (extra != NULL && f->nparams > 0) {
-        if (!extra_buffer(extra, &packed, &packed_size) || packed_size < f->argbytes)
-            return CUDA_ERROR_INVALID_VALUE;
+        /* A buffer shorter than the layout is accepted, as NVIDIA's driver accepts it (NCCL
+         * passes the bytes its 4 KiB argument struct really uses): what lies past the given size
+         * reads as zero here, undefined on a device. */
+        if (!extra_buffer(extra, &packed, &packed_size)) return CUDA_ERROR_INVALID_VALUE;
     }
     struct sim_op *op = sim_op_new(SIM_OP_KERNEL, s);
     if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -57,13 +59,31 @@ CUresult sim_build_kernel_op(struct sim_func *f, struct sim_stream *s, const uns
         }
         for (int i = 0; i < f->nparams; i++) {
             const struct sim_param *p = &f->params[i];
-            const void *src = packed != NULL ? (const char *)packed + p->offset : params[i];
-            memcpy(k->argbuf + p->offset, src, p->size);
             k->params[i] = k->argbuf + p->offset;
+            if (packed != NULL) {
+                size_t have = packed_size > p->offset ? packed_size - p->offset : 0;
+                memcpy(k->argbuf + p->offset, (const char *)packed + p->offset,
+                       have < p->size ? have : p->size);
+            } else {
+                memcpy(k->argbuf + p->offset, params[i], p->size);
+            }
+            const unsigned char *v8 = k->argbuf + p->offset;
             if (p->type == SIM_T_PTR) {
                 uint64_t v;
-                memcpy(&v, src, sizeof v);
+                memcpy(&v, v8, sizeof v);
                 if (v != 0) sim_op_add_ref(op, v, 1);
+            } else if (p->type == SIM_T_BYTES) {
+                /* A by-value struct: every aligned word naming memory the simulator manages is a
+                 * pointer the kernel may follow (hazard detection must see what a real kernel
+                 * would touch, not only what a library can attribute). */
+                for (size_t off = 0; off + 8 <= p->size; off += 8) {
+                    uint64_t v, ext;
+                    memcpy(&v, v8 + off, sizeof v);
+                    if (v != 0 && sim_range_find(v) != NULL) sim_op_add_ref(op, v, 1);
+                    /* A tensor map the simulator made reaches its global range. */
+                    if (off + 128 <= p->size && sim_tensor_map_decode(v8 + off, &v, &ext))
+                        sim_op_add_ref(op, v, 1);
+                }
             }
         }
     }

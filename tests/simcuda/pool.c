@@ -61,6 +61,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *po
         struct sim_pool *pl = pool != NULL ? pool : &default_pools[dev->ordinal];
         /* Remember the pool: its counters drop at the free, and MEMPOOL_HANDLE names it. */
         sim_range_find(p)->pool = (CUmemoryPool)pl;
+        /* Graph memory: its address belongs to the graph for the graph's life (the driver maps
+         * it at the allocation node of every launch); a free node does not give it up. */
+        sim_range_find(p)->graph_owned = s->capture != NULL;
         pl->used_current += bytes;
         pl->reserved_current += bytes;
         if (pl->used_current > pl->used_high) pl->used_high = pl->used_current;

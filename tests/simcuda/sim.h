@@ -139,7 +139,8 @@ struct sim_stream {
 struct sim_event {
     uint32_t magic;
     unsigned flags;
-    struct sim_op *record; /* the latest record operation (referenced), or NULL */
+    struct sim_device *dev; /* of the context it was created in: records only on its streams */
+    struct sim_op *record;  /* the latest record operation (referenced), or NULL */
     bool timing_disabled;
     /* Capture: the graph nodes this event was recorded after, while capturing (graph.c). */
     struct sim_capture *capture;
@@ -158,6 +159,7 @@ enum sim_op_kind {
     SIM_OP_HOST_FUNC,
     SIM_OP_FREE,     /* stream-ordered free (cuMemFreeAsync) */
     SIM_OP_PREFETCH, /* managed-memory prefetch */
+    SIM_OP_CALL,     /* anything else (stream memory operations, graph bodies): runs u.call.run */
 };
 
 enum sim_copy_dir { SIM_H2D, SIM_D2H, SIM_D2D, SIM_H2H };
@@ -205,6 +207,16 @@ struct sim_prefetch_op {
     bool to_device;
 };
 
+/* An operation defined outside the executor (memop.c, graph_nodes.c): `run` is called with the
+ * lock held and returns the virtual duration (it may move *start later, and set op->failed);
+ * `drop` frees `data` when the operation is released. */
+struct sim_call_op {
+    uint64_t (*run)(struct sim_op *op, uint64_t *start);
+    void (*drop)(void *data);
+    void *(*copy)(const void *data); /* a graph node's template is cloned at every launch */
+    void *data;
+};
+
 struct sim_op {
     enum sim_op_kind kind;
     int refs;
@@ -226,6 +238,7 @@ struct sim_op {
         struct sim_memset_op memset;
         struct sim_host_func_op host;
         struct sim_prefetch_op prefetch;
+        struct sim_call_op call;
         uint64_t free_addr;
     } u;
 };
@@ -294,6 +307,7 @@ struct sim_range {
     int device;
     unsigned flags;
     bool from_pool;              /* stream-ordered allocation */
+    bool graph_owned;            /* allocated while its stream captured: graph memory */
     CUmemoryPool pool;           /* the pool it came from (stream-ordered allocations) */
     struct sim_mapping *maps;    /* SIM_R_RESERVED: mappings, sorted by address */
     struct sim_managed *managed; /* SIM_R_MANAGED */
@@ -439,6 +453,21 @@ CUresult sim_ctx_sync_locked(struct sim_ctx *ctx);
 /* Checks whether freeing/unmapping [addr, addr+bytes) now would pull memory from under work
  * still in flight in virtual time; counts a hazard if so (lock held). */
 void sim_hazard_check(struct sim_device *dev, uint64_t addr, uint64_t bytes, uint64_t at_ns);
+
+/* The executor's own steps, for operations defined elsewhere (lock held): runs one operation as
+ * the executor would (an inline graph body's nodes); records an illegal access at addr; runs
+ * fn(arg) with the lock released and faults caught (false, recorded, on a fault). */
+void sim_op_run(struct sim_op *op, uint64_t *start);
+void sim_record_fault(uint64_t addr);
+bool sim_run_unlocked(void (*fn)(void *), void *arg);
+
+/* Tensor maps (tensormap.c): whether the 128 bytes at p are a descriptor the simulator made,
+ * and the global range it reaches. */
+bool sim_tensor_map_decode(const void *p, uint64_t *addr, uint64_t *extent);
+
+/* Peer access (peer.c, lock held): whether a kernel on device `dev` may touch memory that
+ * lives on device `owner` (always when they are the same device). */
+bool sim_peer_allowed(int dev, int owner);
 
 /* Fault guard (fault.c): runs fn(arg) on the calling executor thread; returns false and records
  * the faulting address when it touches unmapped memory. */

@@ -18,6 +18,25 @@ void simcuda_set_duration_ns(uint64_t ns);
 /* The host's virtual clock, in nanoseconds. */
 uint64_t simcuda_now_ns(void);
 
+/* Called from a kernel body: declares that this launch touches [ptr, ptr + bytes) through a
+ * pointer the launch's parameters do not hold (a pointer array in device memory): hazard
+ * detection then covers it as it covers pointer parameters. */
+void simcuda_kernel_access(const void *ptr, uint64_t bytes);
+
+/* The global address a CUtensorMap the simulator encoded points to (0: not such a descriptor);
+ * a kernel body reaches its tensor through it (docs/simcuda.md, "Tensor maps"). */
+uint64_t simcuda_tensor_map_address(const void *tensor_map);
+
+/* Where the memory at ptr lives now: 'D' a device-located VMM handle, 'H' a host-located one,
+ * 'N' a VMM reservation with nothing mapped there, 'L' memory that is no VMM mapping (linear,
+ * managed, pinned host), 'U' memory the simulator does not manage. For test programs that must
+ * look without calling the driver API (which a library interposing it would see). */
+char simcuda_where(const void *ptr);
+
+/* Called from a kernel body: sets a graph conditional handle's value for the rest of this graph
+ * launch, as cudaGraphSetConditional does in device code (docs/simcuda.md, "Graphs"). */
+void simcuda_graph_set_conditional(uint64_t handle, unsigned value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -345,6 +345,7 @@ SIM_EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags) {
     if (e == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
     e->magic = SIM_MAGIC_EVENT;
     e->flags = flags;
+    e->dev = c->dev;
     e->timing_disabled = (flags & CU_EVENT_DISABLE_TIMING) != 0;
     *ph = (CUevent)e;
     return CUDA_SUCCESS;
@@ -373,6 +374,9 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt, unsigned int flags
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
     if ((rc = sim_fail_check("cuEventRecord")) != CUDA_SUCCESS) return rc;
+    /* cuda.h: the event and the stream must be from the same context, else
+     * CUDA_ERROR_INVALID_CONTEXT (modelled per device: contexts of a device share its queue). */
+    if (e->dev != NULL && e->dev != s->ctx->dev) return CUDA_ERROR_INVALID_CONTEXT;
     sim_lock();
     if (s->capture != NULL) {
         sim_capture_event_record(s, e);
