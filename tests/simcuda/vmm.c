@@ -49,22 +49,56 @@ static bool is_host_location(CUmemLocationType t) {
            t == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
 }
 
+/* Where a handle's memory lives, for its costs (lock taken; a bad handle counts as device). */
+static enum sim_where handle_where(CUmemGenericAllocationHandle h, uint64_t *bytes) {
+    sim_lock();
+    struct sim_phys *p = phys_from_handle(h);
+    enum sim_where w = p != NULL && !p->device_located ? SIM_AT_HOST : SIM_AT_DEVICE;
+    *bytes = p != NULL ? p->size : 0;
+    sim_unlock();
+    return w;
+}
+
+static struct sim_mapping *mapping_at(struct sim_range *r, uint64_t addr);
+
+/* Where a mapped range lives, for its costs: host-located when any mapping in it is (lock taken).
+ */
+static enum sim_where range_where(uint64_t ptr, uint64_t size) {
+    enum sim_where w = SIM_AT_DEVICE;
+    sim_lock();
+    struct sim_range *r = sim_range_find(ptr);
+    if (r != NULL && r->kind == SIM_R_RESERVED) {
+        for (struct sim_mapping *m = r->maps; m != NULL; m = m->next)
+            if (m->base < ptr + size && ptr < m->base + m->size && !m->phys->device_located)
+                w = SIM_AT_HOST;
+    }
+    sim_unlock();
+    return w;
+}
+
 SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocationProp *prop,
                                                   CUmemAllocationGranularity_flags option) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
-    (void)option;
     if (gran == NULL || prop == NULL) return CUDA_ERROR_INVALID_VALUE;
-    *gran = SIM_GRANULE;
+    if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+        option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool on_device = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    if (!on_device && !is_host_location(prop->location.type)) return CUDA_ERROR_INVALID_VALUE;
+    /* Each location answers for itself (docs/simcuda.md, "VMM granularity"). */
+    *gran = on_device ? SIM_GRANULE : SIM_HOST_GRANULE;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags) {
+    bool host_at = prop != NULL && is_host_location(prop->location.type);
+    sim_bill(SIM_COST_MEM_CREATE, host_at ? SIM_AT_HOST : SIM_AT_DEVICE, size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
-    if (handle == NULL || prop == NULL || flags != 0 || size == 0 || size % SIM_GRANULE != 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (handle == NULL || prop == NULL || flags != 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (size % (host_at ? SIM_HOST_GRANULE : SIM_GRANULE) != 0) return CUDA_ERROR_INVALID_VALUE;
     if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
     bool on_device = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
     if (!on_device && !is_host_location(prop->location.type)) return CUDA_ERROR_INVALID_VALUE;
@@ -106,6 +140,9 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
 }
 
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    uint64_t bytes = 0;
+    enum sim_where where = handle_where(handle, &bytes);
+    sim_bill(SIM_COST_MEM_RELEASE, where, bytes);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();
@@ -135,6 +172,7 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
 
 SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                         CUdeviceptr addr, unsigned long long flags) {
+    sim_bill(SIM_COST_MEM_ADDRESS_RESERVE, SIM_AT_DEVICE, size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     (void)addr; /* a hint, as on the device: the simulator picks its own */
@@ -166,6 +204,7 @@ static void mapping_drop(struct sim_range *r, struct sim_mapping *m) {
 }
 
 SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    sim_bill(SIM_COST_MEM_ADDRESS_FREE, SIM_AT_DEVICE, size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();
@@ -191,6 +230,8 @@ static struct sim_mapping *mapping_at(struct sim_range *r, uint64_t addr) {
 
 SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    uint64_t handle_bytes = 0;
+    sim_bill(SIM_COST_MEM_MAP, handle_where(handle, &handle_bytes), size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     /* The address must be granule-aligned too (mmap alone would take any page). */
@@ -232,6 +273,7 @@ out:
 }
 
 SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    sim_bill(SIM_COST_MEM_UNMAP, range_where(ptr, size), size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_fail_check("cuMemUnmap")) != CUDA_SUCCESS) return rc;
@@ -275,6 +317,7 @@ static int prot_for(CUmemAccess_flags f) {
 
 SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                    size_t count) {
+    sim_bill(SIM_COST_MEM_SET_ACCESS, range_where(ptr, size), size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     if (desc == NULL || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
