@@ -259,6 +259,35 @@ static void test_malformed_files(void **state) {
         expect_refused(cases[i].text, cases[i].line);
 }
 
+/* The committed GH200 NVLink-C2C rows load and set the link. */
+static int c_c2c(void) {
+    ctx_up();
+    CUdeviceptr d;
+    void *pinned;
+    const uint64_t bytes = 345000000; /* 1 ms at 345 GB/s */
+    CHK_OK(cuMemAlloc(&d, bytes));
+    CHK_OK(cuMemHostAlloc(&pinned, bytes, 0));
+    uint64_t t0 = simcuda_now_ns();
+    CHK_OK(cuMemcpyHtoD(d, pinned, bytes));
+    uint64_t took = simcuda_now_ns() - t0;
+    CHK(took >= 1000000 && took < 1000000 + 20000);
+    t0 = simcuda_now_ns();
+    CHK_OK(cuMemcpyDtoH(pinned, d, 300000000)); /* 1 ms at 300 GB/s */
+    took = simcuda_now_ns() - t0;
+    CHK(took >= 1000000 && took < 1000000 + 20000);
+    return 0;
+}
+
+static void test_c2c_file(void **state) {
+    (void)state;
+    const char *dir = getenv("SIMCUDA_SOURCE_DIR");
+    if (dir == NULL) skip();
+    static char env[600];
+    snprintf(env, sizeof env, "SIMCUDA_COSTS=%s/costs-gh200-c2c.txt", dir);
+    const char *envs[] = {env, "SIMCUDA_DATA=sparse", NULL};
+    run_child("c2c", c_c2c, envs);
+}
+
 /* ------------------------------------------------------------------ zero-copy kernels */
 
 static uint64_t zc_ns(uint64_t bytes, double gbps) {
@@ -432,8 +461,9 @@ int main(void) {
     if (!suite_init("costs")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),        cmocka_unit_test(test_cost_file),
-        cmocka_unit_test(test_malformed_files), cmocka_unit_test(test_zerocopy),
-        cmocka_unit_test(test_granularity),     cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_malformed_files), cmocka_unit_test(test_c2c_file),
+        cmocka_unit_test(test_zerocopy),        cmocka_unit_test(test_granularity),
+        cmocka_unit_test(test_determinism),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     remove_reports();
