@@ -334,6 +334,13 @@ void sim_pool_forget(struct sim_range *r);
 /* Classifies addr for the device (lock held). */
 void sim_lookup(uint64_t addr, struct sim_lookup *out);
 
+/* The memfds behind VMM handles (physfd.c): a memfd of `size` bytes, reused when one was
+ * released; giving one back (kept for reuse, or closed); filling the page tables of a mapping of
+ * one whose pages all exist (full data mode only). */
+int sim_physfd_get(uint64_t size);
+void sim_physfd_put(int fd, uint64_t size);
+void sim_physfd_populate(int fd, void *addr, uint64_t size, bool writable);
+
 /* VMM (vmm.c): classifies addr inside a reservation; frees a reservation's mappings. */
 void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out);
 

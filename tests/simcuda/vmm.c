@@ -39,7 +39,7 @@ static struct sim_phys *phys_from_handle(CUmemGenericAllocationHandle h) {
 static void phys_put(struct sim_phys *p) {
     if (--p->refs > 0) return;
     if (p->device_located) sim_capacity_give(&sim.devices[p->device], p->size);
-    close(p->fd);
+    sim_physfd_put(p->fd, p->size);
     p->magic = 0;
     free(p);
 }
@@ -111,9 +111,8 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     if ((rc = sim_fail_check("cuMemCreate")) != CUDA_SUCCESS) return rc;
     struct sim_phys *p = calloc(1, sizeof *p);
     if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-    p->fd = memfd_create("simcuda-phys", MFD_CLOEXEC);
-    if (p->fd < 0 || ftruncate(p->fd, (off_t)size) != 0) {
-        if (p->fd >= 0) close(p->fd);
+    p->fd = sim_physfd_get(size);
+    if (p->fd < 0) {
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -130,7 +129,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         bool ok = sim_capacity_take(&sim.devices[device], size);
         sim_unlock();
         if (!ok) {
-            close(p->fd);
+            sim_physfd_put(p->fd, size);
             free(p);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -341,8 +340,12 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     }
     for (uint64_t a = ptr; a < ptr + size;) {
         struct sim_mapping *m = mapping_at(r, a);
+        bool newly = m->access == CU_MEM_ACCESS_FLAGS_PROT_NONE;
         m->access = access;
         mprotect((void *)(uintptr_t)m->base, m->size, prot_for(access));
+        if (newly && access != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            sim_physfd_populate(m->phys->fd, (void *)(uintptr_t)m->base, m->size,
+                                access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
         a = m->base + m->size;
     }
     rc = CUDA_SUCCESS;
