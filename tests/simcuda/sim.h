@@ -334,12 +334,27 @@ void sim_pool_forget(struct sim_range *r);
 /* Classifies addr for the device (lock held). */
 void sim_lookup(uint64_t addr, struct sim_lookup *out);
 
-/* The memfds behind VMM handles (physfd.c): a memfd of `size` bytes, reused when one was
- * released; giving one back (kept for reuse, or closed); filling the page tables of a mapping of
- * one whose pages all exist (full data mode only). */
-int sim_physfd_get(uint64_t size);
-void sim_physfd_put(int fd, uint64_t size);
-void sim_physfd_populate(int fd, void *addr, uint64_t size, bool writable);
+/* The memory behind a VMM handle (physfd.c): a memfd and its home mapping, which carries the page
+ * tables from one whole mapping of the handle to the next (NULL while a mapping holds it). */
+struct sim_physmem {
+    int fd;
+    uint64_t size;
+    void *home;
+    bool populated; /* the home's page tables are all present */
+};
+/* A memfd of `size` bytes (one released earlier when there is one). */
+bool sim_physmem_open(struct sim_physmem *pm, uint64_t size);
+/* Gives it back (kept for reuse, or closed); no mapping of it may remain. */
+void sim_physmem_close(struct sim_physmem *pm);
+/* Maps [offset, offset+size) of it at `at` (replacing what is there), PROT_NONE; *holds_home
+ * when the home mapping moved there. */
+bool sim_physmem_map(struct sim_physmem *pm, void *at, uint64_t size, uint64_t offset,
+                     bool *holds_home);
+/* Unmaps it from `at`, leaving the address reserved and PROT_NONE. */
+void sim_physmem_unmap(struct sim_physmem *pm, void *at, uint64_t size, bool holds_home);
+/* Fills the page tables of an accessible mapping when its pages all exist (full data mode). */
+void sim_physmem_populate(struct sim_physmem *pm, void *at, uint64_t size, bool writable,
+                          bool holds_home);
 
 /* VMM (vmm.c): classifies addr inside a reservation; frees a reservation's mappings. */
 void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out);

@@ -12,7 +12,7 @@
 
 struct sim_phys {
     uint32_t magic;
-    int fd;
+    struct sim_physmem mem; /* the memfd, and its home mapping (physfd.c) */
     uint64_t size;
     CUmemAllocationProp prop;
     bool device_located;
@@ -27,6 +27,7 @@ struct sim_mapping {
     uint64_t base, size, offset;
     struct sim_phys *phys;
     CUmemAccess_flags access; /* what cuMemSetAccess granted the device */
+    bool holds_home;          /* holds the handle's home mapping (physfd.c) */
     struct sim_mapping *next;
 };
 
@@ -39,7 +40,7 @@ static struct sim_phys *phys_from_handle(CUmemGenericAllocationHandle h) {
 static void phys_put(struct sim_phys *p) {
     if (--p->refs > 0) return;
     if (p->device_located) sim_capacity_give(&sim.devices[p->device], p->size);
-    sim_physfd_put(p->fd, p->size);
+    sim_physmem_close(&p->mem);
     p->magic = 0;
     free(p);
 }
@@ -111,8 +112,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     if ((rc = sim_fail_check("cuMemCreate")) != CUDA_SUCCESS) return rc;
     struct sim_phys *p = calloc(1, sizeof *p);
     if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-    p->fd = sim_physfd_get(size);
-    if (p->fd < 0) {
+    if (!sim_physmem_open(&p->mem, size)) {
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -129,7 +129,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         bool ok = sim_capacity_take(&sim.devices[device], size);
         sim_unlock();
         if (!ok) {
-            sim_physfd_put(p->fd, size);
+            sim_physmem_close(&p->mem);
             free(p);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -196,8 +196,7 @@ static void mapping_drop(struct sim_range *r, struct sim_mapping *m) {
             break;
         }
     }
-    mmap((void *)(uintptr_t)m->base, m->size, PROT_NONE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    sim_physmem_unmap(&m->phys->mem, (void *)(uintptr_t)m->base, m->size, m->holds_home);
     phys_put(m->phys);
     free(m);
 }
@@ -251,8 +250,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
-             (off_t)offset) == MAP_FAILED) {
+    if (!sim_physmem_map(&p->mem, (void *)(uintptr_t)ptr, size, offset, &m->holds_home)) {
         free(m);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
@@ -344,8 +342,8 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
         m->access = access;
         mprotect((void *)(uintptr_t)m->base, m->size, prot_for(access));
         if (newly && access != CU_MEM_ACCESS_FLAGS_PROT_NONE)
-            sim_physfd_populate(m->phys->fd, (void *)(uintptr_t)m->base, m->size,
-                                access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+            sim_physmem_populate(&m->phys->mem, (void *)(uintptr_t)m->base, m->size,
+                                 access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, m->holds_home);
         a = m->base + m->size;
     }
     rc = CUDA_SUCCESS;
