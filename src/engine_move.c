@@ -411,6 +411,37 @@ bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, 
     return started && atomic_load(&m->state) == HO_RESIDENT;
 }
 
+static bool wants_restore(const struct ho_managed *m, const struct ho_dev *d) {
+    return dev_of(m) == d && atomic_load(&m->state) == HO_HOST && m->tr == NULL && !m->pinned;
+}
+
+void ho_demand_restores(struct ho_managed *const *ms, int n) {
+    HO_ASSERT_HELD(&eng.lock);
+    struct ho_dev *d = NULL;
+    uint64_t need = 0;
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        if (d == NULL && atomic_load(&ms[i]->state) == HO_HOST) d = dev_of(ms[i]);
+        if (d != NULL && wants_restore(ms[i], d)) {
+            need += ms[i]->span;
+            count++;
+        }
+    }
+    if (count < 2) return; /* one buffer: the plain demand restore does the same */
+    bool host_full = false;
+    ho_evict_for(d, need, ms, n, 0, &host_full);
+    for (int i = 0; i < n; i++) {
+        struct ho_managed *m = ms[i];
+        if (!wants_restore(m, d)) continue;
+        uint64_t stall = 0;
+        if (ho_start_restore(m, ms, n, &stall)) {
+            m->tr->demand = true;
+            ho_count(&ho_stats.counts_demand_restores, 1);
+        }
+        ho_count_stall(stall);
+    }
+}
+
 /* --------------------------------------------------------------------------- progress */
 
 void ho_engine_progress(void) {
