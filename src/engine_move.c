@@ -4,6 +4,7 @@
 #include "engine_internal.h"
 
 #include "log.h"
+#include "move_cost.h"
 #include "real.h"
 #include "stats.h"
 #include "trace.h"
@@ -119,7 +120,10 @@ static void complete_evict(struct ho_transition *tr) {
         return;
     }
     if (eng.backend == HO_BACKEND_VMM) {
+        uint64_t t0 = ho_clock_ns();
         enum ho_remap r = ho_remap(m, tr->host->handle, m->dev);
+        if (r == HO_REMAP_DONE)
+            ho_move_cost_note(true, m->span, ho_clock_ns() - t0, eng.link_bytes_per_ns);
         if (r != HO_REMAP_DONE) {
             /* Rolled back: the address still maps the device copy. The buffer stays put from now
              * on (pass-through for it): the driver refuses its moves. */
@@ -164,7 +168,10 @@ static void complete_restore(struct ho_transition *tr) {
     ho_timing_drop(d, tr->timed[1]);
     bool ok = atomic_load(&m->state) == HO_RESTORING;
     if (ok && eng.backend == HO_BACKEND_VMM) {
+        uint64_t t0 = ho_clock_ns();
         enum ho_remap r = ho_remap(m, tr->dev, m->host->handle);
+        if (r == HO_REMAP_DONE)
+            ho_move_cost_note(false, m->span, ho_clock_ns() - t0, eng.link_bytes_per_ns);
         if (r != HO_REMAP_DONE) {
             /* Rolled back: the address still maps the host copy; it stays there. */
             m->pinned = true;
