@@ -241,6 +241,11 @@ bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllo
                int device);
 enum ho_remap ho_remap(struct ho_managed *m, CUmemGenericAllocationHandle to,
                        CUmemGenericAllocationHandle from);
+/* Waits, each retried and then widened (event -> its stream -> the device); false when the
+ * driver refused them all: the work is not known to be done (context current). */
+bool ho_event_wait(CUevent e, CUstream s);
+bool ho_stream_drain(CUstream s);
+bool ho_device_drain(void);
 
 /* pool_host.c (eng.lock held): a pinned host slot of `span` bytes (NULL: HOSTOFF_HOST_LIMIT or
  * the driver refused); give one back to the pool.

@@ -28,7 +28,7 @@ static bool finish_submit(struct ho_dev *d, int q, struct ho_transition *tr) {
     tr->done = ho_event_get(d);
     if (tr->done == NULL || ho_real.cuEventRecord(tr->done, d->stream[q]) != CUDA_SUCCESS) {
         /* No event: wait for the copy now, so completion can proceed at once. */
-        ho_real.cuStreamSynchronize(d->stream[q]);
+        ho_stream_drain(d->stream[q]);
         if (tr->done != NULL) {
             ho_event_put(d, tr->done);
             tr->done = NULL;
@@ -272,7 +272,8 @@ static void complete_head(struct ho_dev *d, int q) {
 }
 
 /* Waits for the move in flight on m (if any) and completes it and everything queued before it on
- * the same queue. Returns the stall in ns. eng.lock held. */
+ * the same queue. Returns the stall in ns. When the driver refuses every wait, nothing completes
+ * and m->tr stays set: callers check. eng.lock held. */
 uint64_t ho_wait_move(struct ho_managed *m) {
     HO_ASSERT_HELD(&eng.lock);
     struct ho_transition *tr = m->tr;
@@ -283,8 +284,9 @@ uint64_t ho_wait_move(struct ho_managed *m) {
     uint64_t t0 = ho_clock_ns();
     if (tr->done != NULL) {
         ho_ctx_push(d);
-        ho_real.cuEventSynchronize(tr->done);
+        bool done = ho_event_wait(tr->done, d->stream[q]);
         ho_ctx_pop();
+        if (!done) return ho_clock_ns() - t0; /* not known to be done: left in flight */
     }
     uint64_t stall = ho_clock_ns() - t0;
     ho_trace_stall(m->id, stall, q == HO_Q_RESTORE ? HO_MOVE_RESTORE : HO_MOVE_EVICT);
@@ -413,6 +415,8 @@ bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, 
         ho_trace_demand(m->id);
         stall += ho_wait_move(m);
         ho_count(&ho_stats.counts_demand_restores, 1);
+        if (m->tr != NULL) /* the wait failed: cancel, the host copy stays the buffer's */
+            atomic_store(&m->state, HO_HOST);
     }
     ho_count_stall(stall);
     return started && atomic_load(&m->state) == HO_RESIDENT;

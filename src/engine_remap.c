@@ -68,3 +68,28 @@ enum ho_remap ho_remap(struct ho_managed *m, CUmemGenericAllocationHandle to,
            (unsigned long long)m->va, (unsigned long long)to, (unsigned long long)from);
     return HO_REMAP_LOST;
 }
+
+/* ------------------------------------------------------------------------- waits, retried */
+
+/* A failed wait must never let a remap or a copy go ahead of the work it waits for (a hazard):
+ * each wait is retried, then replaced by a wider one (the stream, then the device). False: the
+ * driver would not wait at all; the caller must not proceed as if the work were done. */
+
+bool ho_device_drain(void) {
+    for (int i = 0; i < HO_REMAP_TRIES; i++)
+        if (ho_real.cuCtxSynchronize() == CUDA_SUCCESS) return true;
+    ho_log(HO_LOG_ERROR, "the driver refused every device synchronisation");
+    return false;
+}
+
+bool ho_stream_drain(CUstream s) {
+    for (int i = 0; i < HO_REMAP_TRIES; i++)
+        if (ho_real.cuStreamSynchronize(s) == CUDA_SUCCESS) return true;
+    return ho_device_drain();
+}
+
+bool ho_event_wait(CUevent e, CUstream s) {
+    for (int i = 0; i < HO_REMAP_TRIES; i++)
+        if (ho_real.cuEventSynchronize(e) == CUDA_SUCCESS) return true;
+    return ho_stream_drain(s);
+}

@@ -99,7 +99,9 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
         while (!ho_room_for(d, need) &&
                (d->head[HO_Q_EVICT] != NULL || d->head[HO_Q_FREE] != NULL)) {
             int q = d->head[HO_Q_EVICT] != NULL ? HO_Q_EVICT : HO_Q_FREE;
-            *stall += ho_wait_move(d->head[q]->m);
+            struct ho_transition *head = d->head[q];
+            *stall += ho_wait_move(head->m);
+            if (d->head[q] == head) break; /* the driver would not wait: no room this way */
             /* A completed move or free may have landed its memory in the pool. */
             ho_cache_trim(d, need, d->budget);
             waited = true;
@@ -108,9 +110,11 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
         if (host_full) break;
         /* Still short: moves that landed (a prefetch, or an eviction a use cancelled) left
          * candidates behind; go round again unless this round changed nothing. */
-        if (d->head[HO_Q_RESTORE] != NULL)
-            *stall += ho_wait_move(d->head[HO_Q_RESTORE]->m);
-        else if (started == 0 && !waited)
+        struct ho_transition *restoring = d->head[HO_Q_RESTORE];
+        if (restoring != NULL) {
+            *stall += ho_wait_move(restoring->m);
+            if (d->head[HO_Q_RESTORE] == restoring) break;
+        } else if (started == 0 && !waited)
             break;
     }
     if (!host_full && ho_log_enabled(HO_LOG_DEBUG)) {
@@ -140,9 +144,13 @@ bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     uint64_t before = d->resident;
     ho_cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
     if (d->resident < before) return true;
-    for (int q = HO_Q_EVICT; q < HO_NQUEUES; q++)
-        while (q != HO_Q_RESTORE && d->head[q] != NULL)
-            *stall += ho_wait_move(d->head[q]->m);
+    for (int q = HO_Q_EVICT; q < HO_NQUEUES; q++) {
+        while (q != HO_Q_RESTORE && d->head[q] != NULL) {
+            struct ho_transition *head = d->head[q];
+            *stall += ho_wait_move(head->m);
+            if (d->head[q] == head) break; /* the driver would not wait */
+        }
+    }
     if (d->resident < before) return true;
     uint64_t saved = d->budget;
     d->budget = d->resident > need ? d->resident - need : 0;

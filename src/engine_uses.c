@@ -165,20 +165,20 @@ void ho_barrier(struct ho_managed *m, int q) {
     }
     if (overflow) {
         /* More streams than tracked: wait for the whole device (rare; correct, slow). */
-        ho_real.cuCtxSynchronize();
+        ho_device_drain();
     }
     for (int i = 0; i < n; i++) {
         CUevent e = ho_event_get(d);
         if (e == NULL || ho_real.cuEventRecord(e, users[i]) != CUDA_SUCCESS ||
             ho_real.cuStreamWaitEvent(d->stream[q], e, 0) != CUDA_SUCCESS) {
             /* Cannot order after that stream: wait for the device instead. */
-            ho_real.cuCtxSynchronize();
+            ho_device_drain();
         }
         ho_event_put(d, e);
     }
     for (int i = 0; i < ne; i++) {
         if (ho_real.cuStreamWaitEvent(d->stream[q], events[i], 0) != CUDA_SUCCESS)
-            ho_real.cuCtxSynchronize();
+            ho_device_drain();
         ho_event_put(d, events[i]);
     }
 }
@@ -209,6 +209,8 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
         } else {
             if (demand) ho_trace_demand(m->id);
             ho_count_stall(ho_wait_move(m));
+            if (m->tr != NULL) /* the wait failed: cancel, the host copy stays the buffer's */
+                atomic_store(&m->state, HO_HOST);
         }
         break;
     default:

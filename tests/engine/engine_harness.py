@@ -326,6 +326,39 @@ class FaultInjection(Case):
                             self.clean(r)
                             self.assertEqual(r.report["backend"], backend)
 
+    # Every other fault point the engine reaches (docs/simcuda.md, SIMCUDA_FAIL). The first eight
+    # only the engine calls; before, cuEventSynchronize:1 let a remap run under queued work (a
+    # hazard). The program calls the last six itself: a failure may reach it, as the driver's
+    # own error on its own call, and nothing else may.
+    ENGINE_ONLY = ["cuEventSynchronize", "cuEventQuery", "cuMemAddressReserve", "cuMemAddressFree",
+                   "cuMemRelease", "cuMemPrefetchAsync", "cuMemAllocManaged",
+                   "cuMemGetAllocationGranularity"]
+    SHARED = ["cuEventRecord", "cuStreamWaitEvent", "cuEventCreate", "cuStreamSynchronize",
+              "cuCtxSynchronize", "cuStreamCreate"]
+
+    def test_runs_of_failures_everywhere(self):
+        nths = [1, 6] if SCALE == 1 else [6]
+        for backend in ("vmm", "uvm"):
+            for group in self.ENGINE_ONLY + self.SHARED:
+                for nth in nths if group in self.ENGINE_ONLY else [6]:
+                    for length in (2, 3):
+                        spec = ",".join(f"{group}:{nth + i}" for i in range(length))
+                        with self.subTest(HOSTOFF_BACKEND=backend, SIMCUDA_FAIL=spec):
+                            r = run("eng_faults", [self.kernels()],
+                                    {"HOSTOFF_BUDGET": "16M", "SIMCUDA_FAIL": spec,
+                                     "HOSTOFF_BACKEND": backend})
+                            if group in self.ENGINE_ONLY or r.rc == 0:
+                                self.clean(r)
+                                continue
+                            # The program's own call failed: it stops there, with that error.
+                            self.assertEqual(r.rc, 1, r.describe())
+                            fails = [l for l in r.err.splitlines() if "failed: CUresult" in l]
+                            self.assertEqual(len(fails), 1, r.describe())
+                            self.assertIn(group, fails[0], r.describe())
+                            self.assertEqual(r.hostoff_lines(), [], r.describe())
+                            self.assertEqual(r.sim["hazards"], 0, r.describe())
+                            self.assertEqual(r.sim["illegal_accesses"], 0, r.describe())
+
     def test_runs_of_failures_under_stress(self):
         """The integrity stress (4 threads x 4 streams, churn) with runs of failures at each
         VMM fault point, both backends: data bit-exact, no illegal access, no hazard."""
