@@ -48,6 +48,10 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
         if (rc == CUDA_SUCCESS) {
             CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->device};
             ho_real.cuMemPrefetchAsync_v2(m->va, m->span, here, 0, d->stream[HO_Q_RESTORE]);
+        } else {
+            /* The engine's own call failed: a plain allocation gets the driver's own answer,
+             * as on the vmm backend. */
+            rc = CUDA_ERROR_NOT_SUPPORTED;
         }
     }
     ho_ctx_pop();
