@@ -70,6 +70,7 @@ bool ho_dev_setup(int device) {
     ho_real.cuDeviceTotalMem_v2(&total, dev);
     d->total_mem = total;
     d->budget = ho_amount_resolve(&ho_options()->budget, total);
+    d->budgeted = d->budget != UINT64_MAX;
     d->dev_prop =
         (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device}};

@@ -289,7 +289,7 @@ void ho_engine_finish(struct ho_engine_touch *t, CUstream s, bool per_thread, bo
     if (t->slot != NULL) issue_end(t->slot);
     if (t->locked) ho_mutex_unlock(&eng.lock);
     /* The policies plan for a budget: without one nothing moves ahead of need. */
-    if (eng.policy.ops->plans && issued && t->func != 0 && dev_of(t->m[0])->budget != UINT64_MAX) {
+    if (eng.policy.ops->plans && issued && t->func != 0 && dev_of(t->m[0])->budgeted) {
         ho_plan_after_launch(t, s, per_thread);
     } else if (t->timing_before != NULL) {
         ho_timing_drop(dev_of(t->m[0]), t->timing_before); /* not a launch, or not issued */
