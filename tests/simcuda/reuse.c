@@ -129,23 +129,24 @@ void sim_releases_apply(struct sim_device *dev) {
 
 /* Hands free i's address range to an allocation of `bytes`, when it fits the capacity. */
 static bool hand_over(struct sim_device *dev, size_t i, uint64_t bytes, uint64_t *out) {
-    struct sim_release *r = &dev->releases[i];
-    uint64_t held = r->given ? 0 : r->bytes;
+    const struct sim_release r = dev->releases[i];
+    uint64_t held = r.given ? 0 : r.bytes;
     if (dev->used_bytes - held + bytes > sim.cfg.device_mem) return false;
-    if (!sim_va_commit(r->va, r->va_size)) return false;
+    if (!sim_va_commit(r.va, r.va_size)) return false;
     struct sim_range *nr =
-        sim_range_add((uint64_t)(uintptr_t)r->va, bytes, SIM_R_DEVICE, dev->ordinal);
+        sim_range_add((uint64_t)(uintptr_t)r.va, bytes, SIM_R_DEVICE, dev->ordinal);
     if (nr == NULL) {
-        sim_va_close(r->va, r->va_size);
+        sim_va_close(r.va, r.va_size);
         return false;
     }
+    /* Dropped before the capacity calls: they apply releases, which compacts the array. */
+    release_drop(dev, i);
     sim_capacity_give(dev, held);
     sim_capacity_take(dev, bytes); /* fits: checked above */
     nr->from_pool = true;
-    nr->reused_until_ns = r->at_ns;
+    nr->reused_until_ns = r.at_ns;
     sim.stats.reuse_handovers++;
     *out = nr->base;
-    release_drop(dev, i);
     return true;
 }
 
