@@ -3,6 +3,7 @@
 
 #include "log.h"
 #include "mode.h"
+#include "ending.h"
 #include "route.h"
 #include "paramcache.h"
 #include "registry.h"
@@ -63,7 +64,7 @@ static void init_once(void) {
     }
     if (mode == HO_MODE_OFFLOAD) ho_engine_init(o);
     ho_mode_set(mode);
-    if (o->report != NULL) atexit(write_report_at_exit);
+    if (o->report != NULL) ho_ending_add(write_report_at_exit); /* exit, SIGTERM, SIGINT */
     pthread_atfork(NULL, NULL, after_fork_child);
     ho_log(HO_LOG_INFO, "mode %s, driver %s", ho_mode_name(mode),
            o->libcuda != NULL ? o->libcuda : "libcuda.so.1");

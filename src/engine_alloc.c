@@ -3,6 +3,7 @@
  * every queued use of the buffer and cancels a move in flight. */
 #include "engine_internal.h"
 
+#include "log.h"
 #include "real.h"
 #include "site.h"
 #include "stats.h"
@@ -19,7 +20,23 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
         goto ready;
     }
     enum ho_room room = ho_make_room(d, m->span, NULL, 0, stall);
-    if (room == HO_ROOM_NONE) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (room == HO_ROOM_NONE) {
+        /* The application sees CUDA_ERROR_OUT_OF_MEMORY: say why, on one line (the first few
+         * times: a framework may retry). */
+        static unsigned said;
+        if (said++ < 3)
+            ho_log(HO_LOG_ERROR,
+                   m->span > d->budget
+                       ? "an allocation of %llu bytes (%.1f MiB) is larger than HOSTOFF_BUDGET "
+                         "(%llu bytes, %.1f MiB): CUDA_ERROR_OUT_OF_MEMORY; raise the budget above "
+                         "the largest allocation"
+                       : "no room for an allocation of %llu bytes (%.1f MiB) under HOSTOFF_BUDGET "
+                         "(%llu bytes, %.1f MiB): every resident buffer is in use or pinned; "
+                         "CUDA_ERROR_OUT_OF_MEMORY",
+                   (unsigned long long)m->span, (double)m->span / 1048576.0,
+                   (unsigned long long)d->budget, (double)d->budget / 1048576.0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (eng.backend == HO_BACKEND_VMM &&
         ho_cache_take(d, m->span, &m->va, &m->dev, &m->dev_window)) {
         ho_device_bytes((int64_t)m->span); /* an eviction made room by pooling this chunk */

@@ -150,9 +150,8 @@ struct ho_dev {
     CUcontext ctx; /* the device's primary context */
     CUstream stream[HO_NQUEUES];
     struct ho_transition *head[HO_NQUEUES], *tail[HO_NQUEUES];
-    uint64_t total_mem, budget;
-    bool budgeted; /* a budget was given: set once at setup, read without eng.lock (budget itself
-                      may be lowered for a while under it, by ho_reclaim_device) */
+    uint64_t total_mem, budget; /* budget: lowered for a moment by ho_reclaim_device */
+    bool budgeted; /* a budget was given; set once at setup, so the launch path reads it unlocked */
     uint64_t resident; /* device bytes held by managed buffers */
     uint64_t evicting; /* of which: on their way out */
     CUmemAllocationProp dev_prop, host_prop;

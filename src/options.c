@@ -163,6 +163,8 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     out->libcuda = lib != NULL && *lib != '\0' ? lib : NULL;
     const char *plan = value_of(getenv_fn, HO_OPT_ORACLE_PLAN, &invalid);
     out->oracle_plan = plan != NULL && *plan != '\0' ? plan : NULL;
+    const char *run_id = value_of(getenv_fn, HO_OPT_RUN_ID, &invalid);
+    out->run_id = run_id != NULL && *run_id != '\0' ? run_id : NULL;
     return invalid;
 }
 
@@ -173,8 +175,11 @@ static const char *env_lookup(const char *name) {
     return getenv(name);
 }
 
+extern char **environ;
+
 static void parse_once(void) {
     ho_options_parse(env_lookup, &parsed);
+    ho_options_check_names(environ);
 }
 
 const struct ho_options *ho_options(void) {

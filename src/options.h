@@ -81,11 +81,15 @@ struct ho_options {
     const char *trace;       /* NULL: no trace */
     const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */
     const char *oracle_plan; /* NULL: none */
+    const char *run_id;      /* NULL: none */
 };
 
 /* Parses the environment once (thread-safe) and returns the result. */
 const struct ho_options *ho_options(void);
 /* Parses an environment lookup function's view (tests); returns the number of invalid values. */
 int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *out);
+/* Warns once for each HOSTOFF_* name in envp that no part of hostoff reads, naming the nearest
+ * valid one and its value in effect (options_names.c). Returns how many. */
+int ho_options_check_names(char *const *envp);
 
 #endif

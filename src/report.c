@@ -120,6 +120,17 @@ static void write_sites(FILE *f, const struct buffers_ctx *c) {
             ho_json_write_text(f, text); /* file and symbol names */
             fprintf(f, "\"");
         }
+        /* Each frame's module and addresses, for hostoff report to resolve to file:line. */
+        fprintf(f, "], \"at\": [");
+        for (size_t k = 0; k < n; k++) {
+            char mod[1024];
+            uintptr_t base = 0;
+            if (!ho_site_locate(pc[k], mod, sizeof mod, &base)) mod[0] = '\0';
+            fprintf(f, "%s[\"", k ? ", " : "");
+            ho_json_write_text(f, mod);
+            fprintf(f, "\", \"0x%llx\", \"0x%llx\"]", (unsigned long long)pc[k],
+                    (unsigned long long)base);
+        }
         fprintf(f, "]}");
     }
     fprintf(f, "%s}", c->nsites ? "\n  " : "");
@@ -161,6 +172,11 @@ int ho_report_write(const char *pattern, const char *mode, const struct ho_repor
             "{\n  \"hostoff_report\": 1,\n  \"mode\": \"%s\",\n  \"backend\": \"%s\",\n"
             "  \"pid\": %ld,\n  \"rank\": %ld,",
             mode, ho_engine_backend_name(), (long)getpid(), ho_rank());
+    if (ho_options()->run_id != NULL) {
+        fprintf(f, "\n  \"run_id\": \"");
+        ho_json_write_text(f, ho_options()->run_id);
+        fprintf(f, "\",");
+    }
     bool first_group = true;
     fprintf(f, "%s", "");
     write_group(f, "counts", &first_group);

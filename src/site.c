@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TABLE 4096                 /* a power of two */
@@ -147,6 +149,21 @@ size_t ho_site_frames(uint64_t site, uintptr_t *out, size_t cap) {
     }
     pthread_mutex_unlock(&table_lock);
     return n;
+}
+
+bool ho_site_locate(uintptr_t pc, char *path, size_t cap, uintptr_t *base) {
+    Dl_info info;
+    if (dladdr((void *)pc, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] == '\0')
+        return false;
+    /* The main program is named as it was run ("./prog"): made absolute from the current
+     * directory (right unless the program changed it), so the report reads from anywhere. */
+    char abs[PATH_MAX];
+    if (info.dli_fname[0] != '/' && realpath(info.dli_fname, abs) != NULL)
+        snprintf(path, cap, "%s", abs);
+    else
+        snprintf(path, cap, "%s", info.dli_fname);
+    *base = (uintptr_t)info.dli_fbase;
+    return true;
 }
 
 void ho_site_describe(uintptr_t pc, char *buf, size_t cap) {

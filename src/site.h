@@ -9,6 +9,7 @@
 #define HOSTOFF_SITE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define HO_SITE_FRAMES 8
@@ -21,5 +22,9 @@ size_t ho_site_frames(uint64_t site, uintptr_t *out, size_t cap);
 
 /* "module+0xoffset" (or "symbol+0xoffset" when exported) for an address, into buf. */
 void ho_site_describe(uintptr_t pc, char *buf, size_t cap);
+/* Where pc lies, for resolving it later to a function and file:line from the module's debug
+ * information (hostoff report does, with addr2line): the module's path (cap bytes) and its
+ * load base. False when dladdr does not know pc. */
+bool ho_site_locate(uintptr_t pc, char *path, size_t cap, uintptr_t *base);
 
 #endif

@@ -3,6 +3,7 @@
  * docs/trace-format.md for what is written. */
 #include "trace_internal.h"
 
+#include "ending.h"
 #include "engine.h"
 #include "mode.h"
 #include "log.h"
@@ -151,7 +152,7 @@ static void decide(void) {
         return;
     }
     tr.fd = out.fd;
-    atexit(trace_at_exit);
+    ho_ending_add(trace_at_exit); /* exit, SIGTERM, SIGINT */
     pthread_atfork(NULL, NULL, trace_fork_child);
     atomic_store(&ho_trace_state, HO_TRACE_ON);
 }
@@ -206,9 +207,23 @@ struct trec *ho_trace_append(enum trec_kind kind, uint64_t t0, const uint64_t *i
     return r;
 }
 
-/* After appending: writes out what can be written once enough lines wait. */
+/* How often the trace reaches the file while calls keep coming (the engine clock: virtual time
+ * under the simulator, so a replay's trace is the same whatever the machine's speed). A job
+ * killed by SIGKILL or the OOM killer loses at most this much of its last calls, and the
+ * launches the device had not finished; the file always ends with a whole line. */
+#define FLUSH_EVERY_NS 100000000ull /* 100 ms */
+
+static uint64_t last_flush_ns;
+
+/* After appending: writes out what can be written once enough lines wait, or time has passed
+ * (the first call's lines at once, so a trace file is never left empty). */
 static void maybe_flush(void) {
-    if (tr.nrec >= FLUSH_LINES) ho_trace_flush(false);
+    uint64_t now = ho_clock_ns();
+    bool due = last_flush_ns == 0 || now - last_flush_ns >= FLUSH_EVERY_NS;
+    if (tr.nrec < FLUSH_LINES && !due) return;
+    if (due) ho_trace_timing_poll();
+    ho_trace_flush(false);
+    last_flush_ns = now != 0 ? now : 1;
 }
 
 /* Buffers the trace names: device memory in all its forms the replay can allocate again.
@@ -405,7 +420,7 @@ void ho_trace_step(void) {
     uint64_t t0 = ho_trace_begin();
     if (t0 == 0) return;
     pthread_mutex_lock(&tr.lock);
-    ho_trace_append(TR_STEP, t0, NULL, 0);
+    if (ho_trace_append(TR_STEP, t0, NULL, 0) != NULL) maybe_flush();
     pthread_mutex_unlock(&tr.lock);
 }
 

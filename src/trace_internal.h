@@ -97,6 +97,9 @@ void ho_trace_timing_end(struct ho_trace_launch *l, CUstream s, bool per_thread,
 /* Reads the durations of pending launches on stream s (or every stream), whose events were
  * recorded before `before`, without waiting; `wait`: wait for them (exit). Lock held. */
 void ho_trace_timing_resolve(int s, bool every_stream, uint64_t before, bool wait);
+/* Reads, without waiting, the durations of the oldest pending launches, up to the first whose
+ * events have not completed. Lock held. */
+void ho_trace_timing_poll(void);
 
 /* trace_write.c (lock held). Writes every line up to the first pending launch; `all`: at exit. */
 void ho_trace_flush(bool all);

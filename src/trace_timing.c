@@ -106,3 +106,17 @@ void ho_trace_timing_resolve(int s, bool every_stream, uint64_t before, bool wai
         tr.pending--;
     }
 }
+
+void ho_trace_timing_poll(void) {
+    /* From the front: the flush writes nothing past the first launch still pending anyway. */
+    for (size_t i = 0; i < tr.nrec && tr.pending > 0; i++) {
+        struct trec *r = &tr.rec[i];
+        if (!(r->flags & TRF_PENDING)) continue;
+        if (!read_duration(r, false)) return;
+        r->flags &= (uint8_t)~TRF_PENDING;
+        release(r->ev[0]);
+        release(r->ev[1]);
+        r->ev[0] = r->ev[1] = NULL;
+        tr.pending--;
+    }
+}

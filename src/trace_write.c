@@ -90,6 +90,10 @@ static void write_header(void) {
     out_fmt(",\"mem_bytes\":%zu,\"ordinal\":%d},\"pid\":%ld,\"rank\":%ld,\"clock\":\"%s\","
             "\"ns\":\"events\"",
             mem, (int)dev, (long)getpid(), ho_rank(), clock);
+    if (ho_options()->run_id != NULL) {
+        out_fmt(",\"run_id\":");
+        out_str(ho_options()->run_id);
+    }
     /* For reports: what the engine ran under. */
     bool offload = ho_mode() == HO_MODE_OFFLOAD;
     out_fmt(",\"mode\":\"%s\"", ho_mode_name(offload ? HO_MODE_OFFLOAD : HO_MODE_TRACK));
@@ -194,7 +198,9 @@ void ho_trace_flush(bool all) {
     size_t use_from = k < tr.nrec ? tr.rec[k].use_at : tr.nuses;
     memmove(tr.rec, tr.rec + k, (tr.nrec - k) * sizeof *tr.rec);
     tr.nrec -= k;
-    memmove(tr.uses, tr.uses + use_from, (tr.nuses - use_from) * sizeof *tr.uses);
+    /* (no use list yet when the first lines are written at once: nothing to move) */
+    if (tr.nuses > use_from)
+        memmove(tr.uses, tr.uses + use_from, (tr.nuses - use_from) * sizeof *tr.uses);
     tr.nuses -= use_from;
     for (size_t i = 0; i < tr.nrec; i++)
         tr.rec[i].use_at -= use_from;

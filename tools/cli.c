@@ -263,3 +263,40 @@ int cli_run_child(const char *who, const char *path, char *const *args, char *co
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
+
+char **cli_split_equals(int *argc, char **argv) {
+    int n = *argc, extra = 0;
+    for (int i = 0; i < n && strcmp(argv[i], "--") != 0; i++)
+        extra += strncmp(argv[i], "--", 2) == 0 && strchr(argv[i], '=') != NULL;
+    char **out = calloc((size_t)(n + extra + 1), sizeof *out);
+    if (out == NULL) return NULL;
+    int k = 0;
+    bool rest = false;
+    for (int i = 0; i < n; i++) {
+        const char *a = argv[i];
+        const char *eq = !rest && strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        rest |= strcmp(a, "--") == 0;
+        if (eq == NULL) {
+            out[k++] = argv[i];
+            continue;
+        }
+        out[k] = strndup(a, (size_t)(eq - a));
+        if (out[k] == NULL) return NULL;
+        k++;
+        out[k++] = (char *)eq + 1;
+    }
+    out[k] = NULL;
+    *argc = k;
+    return out;
+}
+
+bool cli_budget_unitless(const char *who, const char *text, const char *base) {
+    size_t n = strlen(text);
+    if (n == 0 || strspn(text, "0123456789") != n) return false;
+    uint64_t v = 0;
+    if (!cli_parse_uint(text, false, &v) || v >= (1u << 20)) return false;
+    cli_error("%s: --budget %s: a bare number is bytes, and %s bytes holds no buffer; write %s%% "
+              "for a percentage of %s, or %sG for a size",
+              who, text, text, text, base, text);
+    return true;
+}

@@ -16,6 +16,17 @@ int cmd_replay(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_advise(int argc, char **argv);
+
+/* --name=VALUE, accepted by every subcommand as --name VALUE is: argv with each such argument
+ * split in two (up to a lone "--", after which arguments are the command's). The new array
+ * lives as long as the process; *argc is updated. NULL when out of memory. */
+char **cli_split_equals(int *argc, char **argv);
+
+/* A budget written as a bare number under 1 MiB ("70"): valid bytes by the grammar, but surely
+ * a percentage or a size without its sign or unit. Every subcommand refuses it with one line
+ * (who: "run", "replay", ...; base: what its percentages are of). True when refused. */
+bool cli_budget_unitless(const char *who, const char *text, const char *base);
 
 /* "hostoff: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

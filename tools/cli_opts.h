@@ -20,6 +20,8 @@ extern const struct cli_opt report_opts[];
 extern const size_t nreport_opts;
 extern const struct cli_opt demo_opts[];
 extern const size_t ndemo_opts;
+extern const struct cli_opt advise_opts[];
+extern const size_t nadvise_opts;
 
 /* The subcommands (hostoff.c), for the usage and the manual page. */
 struct cli_subcommand {

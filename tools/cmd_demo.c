@@ -13,6 +13,7 @@
 #include "cli_opts.h"
 #include "json.h"
 #include "profile.h"
+#include "verdict.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -33,7 +34,9 @@ static const char *const GPT_ARGS[] = {"--layers", "6",     "--hidden", "1536", 
 const struct cli_opt demo_opts[] = {
     {"o", "DIR", "hostoff-demo", "where the trace, the reports and the HTML page go", NULL},
     {"budget", "PCT%|BYTES", "85%",
-     "device memory for the job's buffers: a share of its peak, or a size (K, M, G, T)", NULL},
+     "device memory for the job's buffers: a percentage of the job's peak (the most bytes its "
+     "buffers hold at once), or a size (2G, 1.5GiB: powers of 1024, docs/units.md)",
+     NULL},
     {"policy", "lookahead|lru|oracle", "lookahead", "HOSTOFF_POLICY of the replay", NULL},
     {"link", "pcie5|c2c|GBPS", "pcie5",
      "the host link: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345), or GB/s", NULL},
@@ -46,7 +49,7 @@ static void usage(FILE *f) {
                "Generates a GPT training trace, replays it on the simulated H200 without offload "
                "and under a budget that\n"
                "forces offload (the library's report and trace recorded), renders the HTML report "
-               "and prints a summary.\n\noptions:\n");
+               "and prints a summary.\n\noptions (--name VALUE or --name=VALUE):\n");
     cli_opts_help(f, demo_opts, ndemo_opts);
 }
 
@@ -75,6 +78,8 @@ static void step(bool tty, int k, const char *what) {
 }
 
 int cmd_demo(int argc, char **argv) {
+    argv = cli_split_equals(&argc, argv); /* --name=VALUE as --name VALUE */
+    if (argv == NULL) return 1;
     const char *dir = "hostoff-demo", *budget = "85%", *policy = "lookahead", *link = "pcie5";
     const char *steps = "6";
     for (int i = 1; i < argc; i++) {
@@ -113,6 +118,7 @@ int cmd_demo(int argc, char **argv) {
                   budget, why);
         return 2;
     }
+    if (cli_budget_unitless("demo", budget, "the job's peak")) return 2;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         cli_error("demo: cannot create %s: %s", dir, strerror(errno));
         return 1;
@@ -188,63 +194,60 @@ int cmd_demo(int argc, char **argv) {
         return 1;
     }
 
-    /* 5. The report. */
+    /* 5. The report: the verdict's step without offload from a replay of the recorded trace
+     * with no budget, as hostoff report measures it (so the two say the same). */
     step(tty, 5, "rendering the report");
     char *inputs[] = {rep, rec};
     struct profile *ps = NULL;
     size_t n = 0;
     char html[PATH_MAX + 300], perfetto[PATH_MAX + 300];
-    if (prof_load(inputs, 2, NULL, trace, &ps, &n) != 0 ||
-        prof_write_files(ps, n, inputs, 2, dir, "hostoff-demo", html, perfetto, sizeof html) != 0) {
+    if (prof_load(inputs, 2, NULL, trace, &ps, &n) != 0 || n == 0) {
         prof_free(ps, n);
         json_free(base);
         json_free(plain);
         json_free(off);
         return 1;
     }
-    const struct profile *p = &ps[0];
-    char a[32], b[32], c[32];
+    struct profile *p = &ps[0];
+    prof_measure_baseline(ps, n);
+    if (prof_write_files(ps, n, inputs, 2, dir, "hostoff-demo", html, perfetto, sizeof html) != 0) {
+        prof_free(ps, n);
+        json_free(base);
+        json_free(plain);
+        json_free(off);
+        return 1;
+    }
+    char a[32], b[32];
     printf("hostoff demo: a long-context GPT training job (6 layers, width 1536, one 65536-token "
            "sequence a step, bf16, Adam) on the simulated H200\n\n");
     prof_bytes((uint64_t)num(off, "trace_peak_bytes"), a, sizeof a);
     printf("  job         %s steps, %.0f kernel launches, %s of buffers at peak\n", steps,
            num(off, "launches"), a);
     prof_bytes((uint64_t)num(off, "budget_bytes"), b, sizeof b);
-    printf("  budget      %s (%s of the peak), policy %s, link %s (%g GB/s each way)\n", b, budget,
-           policy, link, num(off, "h2d_gbps"));
-    uint64_t saved = p->live_peak > p->device_peak ? p->live_peak - p->device_peak : 0;
-    prof_bytes(p->device_peak, a, sizeof a);
-    prof_bytes(p->live_peak, b, sizeof b);
-    prof_bytes(saved, c, sizeof c);
-    printf("  memory      the device held at most %s instead of %s: %s saved (%.0f%%)\n", a, b, c,
-           p->live_peak > 0 ? 100.0 * (double)saved / (double)p->live_peak : 0.0);
+    /* As given, then in the figures' unit ("2G" is 2.15 GB). */
+    if (strchr(budget, '%') != NULL)
+        printf("  budget      %s (%s of the peak)", b, budget);
+    else
+        printf("  budget      %s = %s", budget, b);
+    printf(", policy %s, link %s (%g GB/s each way)\n", policy, link, num(off, "h2d_gbps"));
     prof_bytes(p->moved_to_host, a, sizeof a);
     prof_bytes(p->moved_to_device, b, sizeof b);
     printf("  moved       %s to host, %s back (%llu evictions, %llu restores on demand, %llu "
            "prefetches)\n",
            a, b, (unsigned long long)p->evictions, (unsigned long long)p->demand,
            (unsigned long long)p->prefetches);
-    prof_time(p->stall_ns, a, sizeof a);
-    prof_time(p->t_end, b, sizeof b);
-    printf("  host waits  %s of %s (%.0f%%; hidden while the device still has queued work); %llu "
-           "of %llu prefetches landed late\n",
-           a, b, p->t_end > 0 ? 100.0 * (double)p->stall_ns / (double)p->t_end : 0.0,
-           (unsigned long long)p->late, (unsigned long long)p->prefetches);
-    double s0 = num(base, "steady_step_ns"), s1 = num(plain, "steady_step_ns");
-    prof_time((uint64_t)s1, a, sizeof a);
-    prof_time((uint64_t)s0, b, sizeof b);
-    printf("  step time   %s under the budget, %s without offload (%.2fx; steady state, "
-           "untraced replays)\n",
-           a, b, s0 > 0 ? s1 / s0 : 0.0);
+    /* The verdict: the same function as the page's. */
+    struct verdict v;
+    verdict_make(p, &v);
+    char lines[4][512];
+    size_t nl = verdict_lines(&v, lines, 4);
+    for (size_t k = 0; k < nl; k++)
+        printf("  %s\n", lines[k]);
+    for (size_t k = 0; k < v.nadvice; k++)
+        printf("  next        %s\n", v.advice[k]);
     double bad = num(off, "illegal_accesses") + num(off, "hazards") +
                  num(plain, "illegal_accesses") + num(plain, "hazards");
     if (bad > 0) printf("  WARNING     the simulator saw %.0f illegal accesses or hazards\n", bad);
-    char tips[1][512];
-    if (s0 > 0 && s1 / s0 < 1.05)
-        printf("  next        nothing to fix: the moves hide behind the kernels (within 5%% of the "
-               "step without offload). Try --budget 70%% or --policy lru to see them show.\n");
-    else if (prof_suggest(p, tips, 1) == 1)
-        printf("  next        %s\n", tips[0]);
     printf("\n  report      %s\n", html);
     if (perfetto[0] != '\0')
         printf("  perfetto    %s   (open it in https://ui.perfetto.dev)\n", perfetto);

@@ -29,7 +29,7 @@ struct job {
 
 static void usage(FILE *f, const struct gen_preset *only) {
     fprintf(f, "usage: hostoff gen-trace PRESET [options] -o FILE   (FILE - : standard output)\n\n"
-               "options of every preset:\n"
+               "options of every preset (--name VALUE or --name=VALUE):\n"
                "  --dtype bf16|fp16|fp32   activations, weights and gradients (default bf16;\n"
                "                           bf16/fp16 keep fp32 master weights)\n"
                "  --steps N                training steps (default 3)\n"
@@ -167,6 +167,8 @@ static int parse(int argc, char **argv, struct job *j, const char **out) {
 }
 
 int cmd_gentrace(int argc, char **argv) {
+    argv = cli_split_equals(&argc, argv); /* --name=VALUE as --name VALUE */
+    if (argv == NULL) return 1;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;

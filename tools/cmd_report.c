@@ -8,6 +8,8 @@
 #include "outfile.h"
 #include "cli_opts.h"
 #include "profile.h"
+#include "verdict.h"
+#include "json_text.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -32,6 +34,14 @@ const struct cli_opt report_opts[] = {
      "the link's peak for the throughput figure, instead of the rates a simulated run's trace "
      "records (else pcie5): pcie5 (55 GB/s each way), c2c (345), or GB/s each way",
      NULL},
+    {"json", "", "",
+     "print the verdict of each process as one JSON object a line (the same figures as the page "
+     "and the terminal)",
+     NULL},
+    {"no-baseline", "", "",
+     "do not replay each trace with no budget to measure the step without offload (the steps "
+     "before the first move are used where there are any)",
+     NULL},
 };
 const size_t nreport_opts = sizeof report_opts / sizeof report_opts[0];
 
@@ -41,7 +51,7 @@ static void usage(FILE *f) {
                "both, as an HTML page\n"
                "(figures, verdict, top buffers) and a Perfetto trace (ui.perfetto.dev). Several "
                "processes (ranks)\n"
-               "make one page with a row per rank.\n\noptions:\n");
+               "make one page with a row per rank.\n\noptions (--name VALUE or --name=VALUE):\n");
     cli_opts_help(f, report_opts, nreport_opts);
 }
 
@@ -117,7 +127,10 @@ int prof_write_files(const struct profile *ps, size_t n, char *const *inputs, si
 }
 
 int cmd_report(int argc, char **argv) {
+    argv = cli_split_equals(&argc, argv); /* --name=VALUE as --name VALUE */
+    if (argv == NULL) return 1;
     const char *dir = NULL, *stem = NULL, *names = NULL;
+    bool json = false, baseline = true;
     struct prof_link link = {0};
     char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     size_t ninputs = 0;
@@ -128,6 +141,13 @@ int cmd_report(int argc, char **argv) {
             usage(stdout);
             free(inputs);
             return 0;
+        }
+        if (strcmp(a, "--json") == 0 || strcmp(a, "--no-baseline") == 0) {
+            if (a[2] == 'j')
+                json = true;
+            else
+                baseline = false;
+            continue;
         }
         bool takes = strcmp(a, "-o") == 0 || strcmp(a, "--name") == 0 || strcmp(a, "--link") == 0 ||
                      strcmp(a, "--kernel-names") == 0;
@@ -173,9 +193,29 @@ int cmd_report(int argc, char **argv) {
         free(inputs);
         return 2;
     }
+    if (baseline) prof_measure_baseline(ps, n);
     char html[PATH_MAX + 300], perfetto[PATH_MAX + 300];
     int rc = prof_write_files(ps, n, inputs, ninputs, dir, stem, html, perfetto, sizeof html);
-    if (rc == 0) {
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        struct verdict v;
+        verdict_make(&ps[i], &v);
+        if (json) {
+            printf("{\"name\":\"");
+            ho_json_write_text(stdout, ps[i].name);
+            printf("\",\"verdict\":");
+            verdict_json(stdout, &v);
+            printf("}\n");
+            continue;
+        }
+        char lines[4][512];
+        size_t nl = verdict_lines(&v, lines, 4);
+        if (n > 1) printf("%s\n", ps[i].name);
+        for (size_t k = 0; k < nl; k++)
+            printf("%s\n", lines[k]);
+        for (size_t k = 0; k < v.nadvice; k++)
+            printf("next        %s\n", v.advice[k]);
+    }
+    if (rc == 0 && !json) {
         printf("html      %s\n", html);
         if (perfetto[0] != '\0')
             printf("perfetto  %s   (open it in https://ui.perfetto.dev)\n", perfetto);

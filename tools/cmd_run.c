@@ -13,8 +13,10 @@
 #include "cli_opts.h"
 #include "options.h"
 #include "profile.h"
+#include "verdict.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <signal.h>
@@ -96,12 +98,16 @@ static bool list_has(const char *list, const char *item) {
 /* ---------------------------------------------------------------------------- the child */
 
 static volatile sig_atomic_t child_pid;
+static bool exec_failed; /* COMMAND never started: not found, not executable */
 
 static void forward(int sig) {
     if (child_pid > 0) kill((pid_t)child_pid, sig);
 }
 
 static int run_child(char **argv, char **envp) {
+    /* A pipe closed by a successful exec: a byte on it means COMMAND never started. */
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) fds[0] = fds[1] = -1;
     pid_t pid = fork();
     if (pid < 0) {
         cli_error("run: cannot start %s: %s", argv[0], strerror(errno));
@@ -110,10 +116,23 @@ static int run_child(char **argv, char **envp) {
     if (pid == 0) {
         execvpe(argv[0], argv, envp);
         int err = errno;
+        if (fds[1] >= 0) {
+            ssize_t w = write(fds[1], "x", 1);
+            (void)w;
+        }
         fprintf(stderr, "hostoff: run: cannot run %s: %s\n", argv[0], strerror(err));
         _exit(err == ENOENT ? 127 : 126);
     }
     child_pid = pid;
+    if (fds[1] >= 0) close(fds[1]);
+    if (fds[0] >= 0) {
+        char b;
+        ssize_t r;
+        while ((r = read(fds[0], &b, 1)) < 0 && errno == EINTR) {
+        }
+        exec_failed = r == 1;
+        close(fds[0]);
+    }
     /* Like system(): an interrupt from the terminal reaches the command (same process group)
      * and hostoff stays to summarise; termination requests are passed on. */
     struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward}, old[4];
@@ -173,13 +192,29 @@ static bool fresh(const char *path, const struct timespec *since) {
            (st.st_mtim.tv_sec == since->tv_sec && st.st_mtim.tv_nsec >= since->tv_nsec);
 }
 
-/* Files the pattern names for this run: COMMAND's own, else every match written since. */
-static size_t find_outputs(const char *pattern, long pid, const struct timespec *since, char **out,
-                           size_t cap) {
+/* Whether the file says it belongs to this run (its "run_id", HOSTOFF_RUN_ID, near the top of
+ * a report and in a trace's first line). */
+static bool of_run(const char *path, const char *run_id) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return false;
+    char head[4096];
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[got] = '\0';
+    char a[320], b[320];
+    snprintf(a, sizeof a, "\"run_id\": \"%s\"", run_id);
+    snprintf(b, sizeof b, "\"run_id\":\"%s\"", run_id);
+    return strstr(head, a) != NULL || strstr(head, b) != NULL;
+}
+
+/* Files the pattern names for this run: COMMAND's own, else every match written since, and of
+ * those only the ones of this run (an earlier run's files match the pattern too). */
+static size_t find_outputs(const char *pattern, long pid, const struct timespec *since,
+                           const char *run_id, char **out, size_t cap) {
     char path[PATH_MAX];
     expand(pattern, pid, env_rank(), false, path, sizeof path);
     size_t n = 0;
-    if (fresh(path, since)) {
+    if (fresh(path, since) && of_run(path, run_id)) {
         out[n++] = strdup(path);
         if (strstr(pattern, "%p") == NULL && strstr(pattern, "%r") == NULL) return n;
     }
@@ -189,7 +224,7 @@ static size_t find_outputs(const char *pattern, long pid, const struct timespec 
     if (strcmp(wild, path) != 0 && glob(wild, 0, NULL, &g) == 0) {
         for (size_t i = 0; i < g.gl_pathc && n < cap; i++) {
             const char *m = g.gl_pathv[i];
-            if (strstr(m, ".tmp.") != NULL || !fresh(m, since)) continue;
+            if (strstr(m, ".tmp.") != NULL || !fresh(m, since) || !of_run(m, run_id)) continue;
             bool dup = false;
             for (size_t k = 0; k < n; k++)
                 dup |= strcmp(out[k], m) == 0;
@@ -201,18 +236,21 @@ static size_t find_outputs(const char *pattern, long pid, const struct timespec 
 }
 
 static void summarise(const char *cmd, int status, const char *report_pattern,
-                      const char *trace_pattern, long pid, const struct timespec *since) {
+                      const char *trace_pattern, long pid, const struct timespec *since,
+                      const char *run_id) {
     if (status >= 128)
         cli_error("%s ended by signal %d (exit status %d)", cmd, status - 128, status);
     else
         cli_error("%s exited with status %d", cmd, status);
     enum { MAXF = 256 };
     char *files[2 * MAXF];
-    size_t nrep =
-        report_pattern[0] != '\0' ? find_outputs(report_pattern, pid, since, files, MAXF) : 0;
+    size_t nrep = report_pattern[0] != '\0'
+                      ? find_outputs(report_pattern, pid, since, run_id, files, MAXF)
+                      : 0;
     size_t ntr = trace_pattern != NULL && trace_pattern[0] != '\0'
-                     ? find_outputs(trace_pattern, pid, since, files + nrep, MAXF)
+                     ? find_outputs(trace_pattern, pid, since, run_id, files + nrep, MAXF)
                      : 0;
+    if (exec_failed) return; /* said already: "cannot run COMMAND" */
     if (nrep == 0) {
         if (report_pattern[0] == '\0')
             cli_error("no report asked for (HOSTOFF_REPORT is empty)");
@@ -225,7 +263,7 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
     size_t n = 0;
     if (nrep + ntr > 0 && prof_load(files, nrep + ntr, NULL, NULL, &ps, &n) == 0) {
         uint64_t to_host = 0, to_dev = 0, stall = 0, ev = 0, dem = 0, pre = 0, dpeak = 0;
-        uint64_t saved = 0, live = 0, host = 0;
+        uint64_t host = 0;
         bool all_traced = true;
         for (size_t i = 0; i < n; i++) {
             const struct profile *p = &ps[i];
@@ -237,10 +275,6 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
             pre += p->prefetches;
             if (p->device_peak > dpeak) dpeak = p->device_peak;
             all_traced &= p->has_trace;
-            if (p->has_trace) {
-                saved += p->live_peak > p->device_peak ? p->live_peak - p->device_peak : 0;
-                live += p->live_peak;
-            }
             host += p->r_peak_host;
         }
         char a[32], b[32], c[32], d[32];
@@ -252,17 +286,24 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
                   "prefetches); waited %s for moves; device peak %s%s",
                   a, b, (unsigned long long)ev, (unsigned long long)dem, (unsigned long long)pre, c,
                   d, n > 1 ? " (the highest rank)" : "");
-        if (all_traced) {
-            prof_bytes(saved, a, sizeof a);
-            prof_bytes(live, b, sizeof b);
-            cli_error("memory saved: %s of %s at peak (%.0f%%)%s", a, b,
-                      live > 0 ? 100.0 * (double)saved / (double)live : 0.0,
-                      n > 1 ? ", all ranks together" : "");
-        } else {
+        if (!all_traced) {
             prof_bytes(host, a, sizeof a);
-            cli_error("memory saved: up to %s held in host memory at once (--trace gives the "
-                      "exact figure)",
+            cli_error("memory saved: up to %s held in host memory at once (--trace measures the "
+                      "slowdown and the exact saving)",
                       a);
+        }
+        /* The verdict, per process, as the page and hostoff report --json give it. */
+        prof_measure_baseline(ps, n);
+        for (size_t i = 0; i < n; i++) {
+            struct verdict v;
+            verdict_make(&ps[i], &v);
+            char lines[4][512];
+            size_t nl = verdict_lines(&v, lines, 4);
+            for (size_t k = 0; k < nl; k++)
+                if (ps[i].has_trace)
+                    cli_error("%s%s%s", n > 1 ? ps[i].name : "", n > 1 ? ": " : "", lines[k]);
+            for (size_t k = 0; k < v.nadvice; k++)
+                cli_error("%s%snext: %s", n > 1 ? ps[i].name : "", n > 1 ? ": " : "", v.advice[k]);
         }
     }
     for (size_t i = 0; i < nrep + ntr; i++)
@@ -318,11 +359,12 @@ int cmd_run(int argc, char **argv) {
             cli_error("run: --%s %s: %s; expected %s", opts[k].name, v, why, expected);
             return 2;
         }
+        if (k == HO_OPT_BUDGET && cli_budget_unitless("run", v, "the device's memory")) return 2;
         given[k] = v;
     }
     if (i >= argc) {
-        cli_error("run: no command given");
-        usage(stderr);
+        cli_error("run: no command given: hostoff run [options] [--] COMMAND [ARGS...] (hostoff "
+                  "run --help lists the options)");
         return 2;
     }
     char **cmd = argv + i;
@@ -358,6 +400,17 @@ int cmd_run(int argc, char **argv) {
         ok &= env_set(&env, "HOSTOFF_REPORT", report);
     }
     const char *trace = given[HO_OPT_TRACE] != NULL ? given[HO_OPT_TRACE] : getenv("HOSTOFF_TRACE");
+    /* This run's name, in every file its process tree writes: the summary reads only those. */
+    char run_id[128];
+    if (given[HO_OPT_RUN_ID] != NULL) {
+        snprintf(run_id, sizeof run_id, "%s", given[HO_OPT_RUN_ID]);
+    } else {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        snprintf(run_id, sizeof run_id, "%ld-%lld.%09ld", (long)getpid(), (long long)now.tv_sec,
+                 now.tv_nsec);
+        ok &= env_set(&env, "HOSTOFF_RUN_ID", run_id);
+    }
 
     /* LD_PRELOAD: the library first (behind a sanitizer runtime this build runs with), then
      * whatever was preloaded already. */
@@ -384,6 +437,6 @@ int cmd_run(int argc, char **argv) {
     fflush(NULL);
     int status = run_child(cmd, env.v);
     if (status < 0) return 1;
-    summarise(cmd[0], status, report, trace, (long)child_pid, &since);
+    summarise(cmd[0], status, report, trace, (long)child_pid, &since, run_id);
     return status;
 }

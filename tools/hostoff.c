@@ -20,6 +20,8 @@ const struct cli_subcommand cli_subcommands[] = {
      "TRACE [--budget none|BYTES|PCT%] [--policy lookahead|lru|oracle] [--link L] [--json] "
      "[--report PATH] [--record PATH]",
      "replay a trace through libhostoff.so on the simulated driver"},
+    {"advise", cmd_advise, "TRACE [--link L] [--policy P] [--budgets PCT,...] [-o DIR] [--json]",
+     "step time against budget from one trace: replays, the physical limit, rematerialisation"},
 };
 const size_t cli_nsubcommands = sizeof cli_subcommands / sizeof cli_subcommands[0];
 

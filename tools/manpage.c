@@ -145,6 +145,15 @@ void man_write(FILE *f) {
             "and --record keep the library's report and trace of the replay. hostoff replay "
             "--help lists the options.");
 
+    command(f, "advise");
+    para(f, "From one recorded or generated trace, the step time against the budget: replays "
+            "with no budget (the unconstrained step T) and at a sweep of budgets, each a "
+            "percentage of the trace's peak; beside each, the physical limit max(T, E/d2h, "
+            "E/h2d, 2E/duplex) with E = peak - budget, and rematerialisation's estimate; then "
+            "the smallest budget within 5% and within 20% of T. Prints a table and writes the "
+            "curve as a figure in TRACE-STEM.advice.html.");
+    options(f, advise_opts, nadvise_opts);
+
     fputs(".SH ENVIRONMENT\nThe library's variables (each one a hostoff run option):\n", f);
     for (int i = 0; i < HO_OPT_COUNT; i++) {
         const struct ho_option_info *o = &ho_option_table[i];

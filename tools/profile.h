@@ -98,6 +98,12 @@ struct profile {
     /* The verdict's figures (report values when there is a report, else the trace's). */
     uint64_t moved_to_host, moved_to_device, stall_ns, demand, late, prefetches, evictions;
     uint64_t stall_why[3]; /* ns by enum tstall_why (trace only) */
+
+    /* The step without offload, when measured (verdict.h): by replaying this trace with no
+     * budget, or by whoever ran the job without offload (hostoff demo). */
+    bool has_base;
+    uint64_t base_step_ns;
+    char base_how[160];
 };
 
 /* The link's peak when the inputs do not say: pcie5, c2c, or a rate in GB/s each way. */
@@ -119,6 +125,9 @@ void prof_free(struct profile *p, size_t n);
  * it once the profile is named). The link's figures: `link` when given, else the trace's, else
  * PCIe Gen5's. False when out of memory. */
 bool prof_derive(struct profile *p, const struct prof_link *link);
+/* Names the report's sites' frames by function and file:line where their modules have debug
+ * information (profile_sites.c: binutils' addr2line, when installed). `sites`: the report's. */
+void prof_resolve_sites(struct profile *p, const struct json *sites);
 /* The site's frames from the report (p->sites), or NULL. */
 const struct prof_site *prof_site_of(const struct profile *p, const char *key);
 

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,7 @@ static int load_report(const char *path, const char *text, size_t len, struct pr
             }
             p->nsites++;
         }
+        prof_resolve_sites(p, sites);
     }
     const struct json *bufs = json_get(o, "buffers");
     if (bufs != NULL && bufs->type == JSON_ARRAY && bufs->n > 0) {
@@ -169,6 +171,10 @@ static int load_trace(const char *path, struct profile **ps, size_t *n, size_t *
     p->has_trace = true;
     p->trace_path = path;
     p->tr = t;
+    if (t.cut_at > 0)
+        cli_error("report: %s: line %ld was cut short (the process was killed while writing "
+                  "it?); shown up to line %ld, the last whole one",
+                  path, t.cut_at, t.cut_at - 1);
     return 0;
 }
 
@@ -234,12 +240,18 @@ int prof_load(char *const *paths, size_t npaths, const struct prof_link *link,
     int rc = 0;
     for (size_t i = 0; i < npaths && rc == 0; i++) {
         FILE *f = fopen(paths[i], "rb");
+        int open_errno = errno;
         char head[512] = "";
         size_t got = f != NULL ? fread(head, 1, sizeof head - 1, f) : 0;
         if (f != NULL) fclose(f);
         head[got] = '\0';
         if (f == NULL) {
-            cli_error("report: cannot open %s", paths[i]);
+            cli_error("report: cannot open %s: %s", paths[i], strerror(open_errno));
+            rc = -1;
+        } else if (got == 0) {
+            cli_error("report: %s is empty: the process wrote nothing to it (it ended, or was "
+                      "killed, before its first line was written)",
+                      paths[i]);
             rc = -1;
         } else if (strstr(head, "\"hostoff_report\"") != NULL) {
             size_t len = 0;

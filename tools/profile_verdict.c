@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "options.h"
+#include "verdict.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -56,6 +57,8 @@ static double link_busy(const struct profile *p) {
 void prof_verdict(const struct profile *p, char *buf, size_t cap) {
     struct sb s = {buf, cap, 0};
     buf[0] = '\0';
+    struct verdict v;
+    verdict_make(p, &v);
     char a[32], b[32], c[32], d[32];
     /* "Rank 0 ran", from the name "rank 0". */
     if (p->has_rank && strncmp(p->name, "rank ", 5) == 0)
@@ -77,15 +80,20 @@ void prof_verdict(const struct profile *p, char *buf, size_t cap) {
     }
     if (p->policy[0] != '\0') sb_add(&s, " (policy %s)", p->policy);
     sb_add(&s, ". ");
-    if (p->has_trace && p->live_peak > 0) {
-        prof_bytes(p->live_peak, a, sizeof a);
-        prof_bytes(p->device_peak, b, sizeof b);
-        uint64_t saved = p->live_peak > p->device_peak ? p->live_peak - p->device_peak : 0;
-        prof_bytes(saved, c, sizeof c);
+    if (v.has_step) {
+        prof_time(v.step_with_ns, a, sizeof a);
+        prof_time(v.step_without_ns, b, sizeof b);
+        sb_add(&s, "With offload a step took %s, %.2fx the %s without (%s). ", a, v.slowdown, b,
+               v.how);
+    }
+    if (v.has_memory) {
+        prof_bytes(v.need, a, sizeof a);
+        prof_bytes(v.held, b, sizeof b);
+        prof_bytes(v.saved, c, sizeof c);
         sb_add(&s,
                "Without offload its buffers would have needed %s of device memory at peak; the "
                "device held at most %s: %s (%.0f%%) saved. ",
-               a, b, c, pct(saved, p->live_peak));
+               a, b, c, pct(v.saved, v.need));
     } else if (p->has_report) {
         prof_bytes(p->r_peak_device, a, sizeof a);
         prof_bytes(p->r_peak_host, b, sizeof b);
@@ -116,77 +124,23 @@ void prof_verdict(const struct profile *p, char *buf, size_t cap) {
         if (p->prefetches > 0)
             sb_add(&s, "%s for %llu prefetches (of %llu) that landed late, ", c,
                    (unsigned long long)p->late, (unsigned long long)p->prefetches);
-        sb_add(&s, "%s for evictions to make room.", d);
+        sb_add(&s, "%s for evictions to make room", d);
+        if (v.has_step && v.slowdown < VERDICT_FINE)
+            sb_add(&s, "; the device still had queued work meanwhile, so the step lost under 5%%.");
+        else if (v.cause != VC_NONE)
+            sb_add(&s, ". What dominated the loss: %s.", verdict_cause_name(v.cause));
+        else
+            sb_add(&s, ".");
     } else {
         sb_add(&s, "The application waited %s for moves.", a);
     }
 }
 
 size_t prof_suggest(const struct profile *p, char out[][512], size_t cap) {
+    struct verdict v;
+    verdict_make(p, &v);
     size_t n = 0;
-#define SUGGEST(...)                                                                               \
-    do {                                                                                           \
-        if (n < cap) snprintf(out[n++], 512, __VA_ARGS__);                                         \
-    } while (0)
-    char a[32], b[32];
-    uint64_t moved = p->moved_to_host + p->moved_to_device;
-    if (strcmp(p->mode, ho_mode_name(HO_MODE_TRACK)) == 0 ||
-        strcmp(p->mode, ho_mode_name(HO_MODE_OFF)) == 0) {
-        SUGGEST("HOSTOFF_MODE=%s moves nothing: run with --mode offload (the default) and a "
-                "budget to offload.",
-                p->mode);
-    } else if (moved == 0) {
-        prof_bytes(p->live_peak > 0 ? p->live_peak : p->device_peak, a, sizeof a);
-        SUGGEST("Nothing moved: set a budget below the peak (%s), e.g. hostoff run --budget 80%% "
-                "(HOSTOFF_BUDGET), to keep the device's use under it.",
-                a);
-    }
-    if (!p->has_trace) {
-        SUGGEST("Record a trace too (hostoff run --trace PATH, HOSTOFF_TRACE) to see the "
-                "timeline, the stalls and which kernels waited.");
-        return n;
-    }
-    if (moved == 0) return n;
-    double stall_share = pct(p->stall_ns, p->t_end), busy = link_busy(p);
-    uint64_t st = p->stall_ns > 0 ? p->stall_ns : 1;
-    if (stall_share > 20 && busy > 50) {
-        SUGGEST(
-            "The link is busy %.0f%% of the run: the bytes to move, not when they move, limit "
-            "the job. A larger budget (nearer the %s peak) moves less; a faster link (NVLink-C2C) "
-            "moves it sooner.",
-            busy, (prof_bytes(p->live_peak, a, sizeof a), a));
-    }
-    if (pct(p->stall_why[TSTALL_DEMAND], st) > 40) {
-        if (strcmp(p->policy, ho_policy_name(HO_CHOOSE_LOOKAHEAD)) == 0 && p->tr.steps == 0)
-            SUGGEST("Most waiting is for restores on demand: the lookahead policy learns the step "
-                    "from the launches alone here. Mark steps with hostoff_mark_step() "
-                    "(hostoff.h) so it knows the step at once.");
-        else if (strcmp(p->policy, ho_policy_name(HO_CHOOSE_LOOKAHEAD)) == 0)
-            SUGGEST(
-                "Most waiting is for restores on demand: the lookahead policy runs as lru until "
-                "two steps alike and one timed step have shown it the step, so a short run is "
-                "mostly those; past them, more budget leaves it room to fetch earlier.");
-        else
-            SUGGEST("Most waiting is for restores on demand: HOSTOFF_POLICY=lookahead (--policy "
-                    "lookahead) learns the step and prefetches ahead of use.");
-    }
-    if (p->prefetches > 0 && pct(p->late, p->prefetches) > 25) {
-        SUGGEST("%llu of %llu prefetches landed late: their lead was shorter than the link needed. "
-                "More budget leaves the policy room to fetch earlier.",
-                (unsigned long long)p->late, (unsigned long long)p->prefetches);
-    }
-    if (pct(p->stall_why[TSTALL_ROOM], st) > 30) {
-        prof_time(p->stall_why[TSTALL_ROOM], a, sizeof a);
-        SUGGEST("Allocations and restores waited %s for evictions to make room: the budget is "
-                "tight for what one kernel needs at once. Raise it, or lower the micro-batch.",
-                a);
-    }
-    if (stall_share < 5) {
-        prof_bytes(p->device_peak, b, sizeof b);
-        SUGGEST("Waiting costs %.1f%% of the run: a lower budget than the %s the device held "
-                "would save more memory.",
-                stall_share, b);
-    }
-#undef SUGGEST
+    for (; n < cap && n < v.nadvice; n++)
+        snprintf(out[n], 512, "%s", v.advice[n]);
     return n;
 }

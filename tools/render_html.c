@@ -4,6 +4,7 @@
  * its peak; the stalls) and the buffers that moved most. Several ranks: a table with a row per
  * rank first, then a section per rank on one time axis. */
 #include "profile.h"
+#include "verdict.h"
 
 #include <float.h>
 #include <math.h>
@@ -206,6 +207,40 @@ static void hline(FILE *f, const struct axes *a, double v, const char *color) {
             ML, y, ML + PW, y, color);
 }
 
+/* A figure's double as a count of bytes or ns for the hover texts: never a conversion out of
+ * range (a hostile trace can hold anything). */
+static uint64_t as_u64(double v) {
+    if (!(v > 0)) return 0;
+    return v >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)v;
+}
+
+/* The training steps the trace marks: a dashed line at each start, numbered at the top, the
+ * step's span and length on hover. */
+static void step_lines(FILE *f, const struct axes *a, const struct profile *p) {
+    if (!p->has_trace || p->tr.steps == 0) return;
+    const struct trace *t = &p->tr;
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->ev[i].kind != TEV_STEP) continue;
+        uint64_t start = t->ev[i].t, end = p->t_end;
+        for (size_t j = i + 1; j < t->n; j++)
+            if (t->ev[j].kind == TEV_STEP) {
+                end = t->ev[j].t;
+                break;
+            }
+        double x = xpos(a, (double)start);
+        char len[32];
+        prof_time(end > start ? end - start : 0, len, sizeof len);
+        fprintf(f,
+                "<g class=\"step-mark\"><title>step %zu: %s long</title>"
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#555\" "
+                "stroke-width=\"1\" stroke-dasharray=\"3 3\"/>"
+                "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%zu</text></g>",
+                k, len, x, MT, x, MT + PH, x + 3, MT + 12, k);
+        k++;
+    }
+}
+
 /* ------------------------------------------------------------------------------ figures */
 
 static void figure_open(FILE *f, const char *id, const char *title) {
@@ -264,6 +299,26 @@ static void fig_memory(FILE *f, const struct profile *p, double tmax) {
         hline(f, &a, (double)p->budget, COLOR_BUDGET);
         legend(f, 3, COLOR_BUDGET, true, "budget");
     }
+    step_lines(f, &a, p);
+    /* Hover: the levels of each group of 8 columns. */
+    for (int c = 0; p->npts > 0 && c + 8 <= NC; c += 8) {
+        double r = 0, fl = 0, h = 0;
+        for (int k = c; k < c + 8; k++) {
+            if (l1[k] > r) r = l1[k];
+            if (l2[k] - l1[k] > fl) fl = l2[k] - l1[k];
+            if (l3[k] - l2[k] > h) h = l3[k] - l2[k];
+        }
+        char t0[32], br[32], bf[32], bh[32];
+        prof_time(as_u64(c * dt), t0, sizeof t0);
+        prof_bytes(as_u64(r), br, sizeof br);
+        prof_bytes(as_u64(fl), bf, sizeof bf);
+        prof_bytes(as_u64(h), bh, sizeof bh);
+        fprintf(f,
+                "<rect class=\"hover\" x=\"%d\" y=\"%d\" width=\"8\" height=\"%d\" "
+                "fill=\"transparent\"><title>from %s: on the device %s, in flight %s, in host "
+                "memory %s (the most in this span)</title></rect>",
+                ML + c, MT, PH, t0, br, bf, bh);
+    }
     figure_close(f, "Bytes of the job's buffers: on the device (resident; in flight, holding "
                     "device memory while copied), and in pinned host memory. Stacked, each column "
                     "at its highest; the dashed line is the budget.");
@@ -317,6 +372,7 @@ static void fig_link(FILE *f, const struct profile *p, double tmax) {
     else
         snprintf(peak_name, sizeof peak_name, "peaks %g / %g GB/s", p->d2h_gbps, p->h2d_gbps);
     legend(f, 2, COLOR_PEAK, true, peak_name);
+    step_lines(f, &a, p);
     char cap[512];
     snprintf(cap, sizeof cap,
              "The engine's copies each way, averaged over %d bins, against the link's peak "
@@ -352,14 +408,19 @@ static void fig_stalls(FILE *f, const struct profile *p, double tmax) {
             if (v <= 0) continue;
             if (acc + v > 100) v = 100 - acc;
             double y1 = ypos(&a, acc + v), y0 = ypos(&a, acc);
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>",
-                    ML + b * w, y1, w, y0 - y1, COLOR_WHY[k]);
+            char t0[32];
+            prof_time(as_u64(b * (tmax / NBINS)), t0, sizeof t0);
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
+                    "<title>from %s: %.0f%% of the time waiting (%s)</title></rect>",
+                    ML + b * w, y1, w, y0 - y1, COLOR_WHY[k], t0, v, WHY_NAME[k]);
             acc += v;
         }
     }
     if (p->nst == 0) note(f, p->has_trace ? "no stalls" : "no trace");
     for (int k = 0; k < 3; k++)
         legend(f, k, COLOR_WHY[k], false, WHY_NAME[k]);
+    step_lines(f, &a, p);
     figure_close(f, "Share of each bin the application spent waiting for the engine: for a "
                     "restore it needed now, for a prefetch still on its way, or for evictions to "
                     "make room.");
@@ -538,6 +599,32 @@ static void tip(FILE *f, const char *text) {
     }
 }
 
+/* The verdict's headline, the very lines the terminal prints (verdict_lines), with the verdict as
+ * JSON in data-verdict (the same object as hostoff report --json). */
+static void headline(FILE *f, const struct profile *p) {
+    struct verdict v;
+    verdict_make(p, &v);
+    char lines[4][512];
+    size_t nl = verdict_lines(&v, lines, 4);
+    char *json = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&json, &len);
+    if (m != NULL) {
+        verdict_json(m, &v);
+        fclose(m);
+    }
+    fputs("<div class=\"headline\" data-verdict=\"", f);
+    esc(f, json != NULL ? json : "{}");
+    free(json);
+    fputs("\">", f);
+    for (size_t k = 0; k < nl; k++) {
+        fputs("<p>", f);
+        esc(f, lines[k]);
+        fputs("</p>", f);
+    }
+    fputs("</div>\n", f);
+}
+
 static void section(FILE *f, const struct profile *p, size_t i, double tmax) {
     fprintf(f, "<section class=\"rank-row\" id=\"p%zu\"><h2>", i);
     esc(f, p->name);
@@ -557,7 +644,9 @@ static void section(FILE *f, const struct profile *p, size_t i, double tmax) {
         esc(f, p->trace_path);
         fputs("</code>", f);
     }
-    fputs("</p>\n<p class=\"verdict\">", f);
+    fputs("</p>\n", f);
+    headline(f, p);
+    fputs("<p class=\"verdict\">", f);
     char verdict[2048];
     prof_verdict(p, verdict, sizeof verdict);
     esc(f, verdict);
@@ -597,6 +686,8 @@ static const char *const STYLE =
     "h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 6px;border-top:1px solid "
     "#ddd;padding-top:14px}h3{font-size:15px;margin:14px 0 6px}"
     ".dim,.files,.small{color:#666;font-size:13px}code{font-size:12px}"
+    ".headline{font-size:17px;font-weight:600;margin:6px 0}.headline p{margin:2px "
+    "0;white-space:pre}"
     ".verdict{max-width:1100px;line-height:1.45}.tune-head{margin:6px 0 2px;font-weight:600}"
     ".tune{margin:0 0 10px;max-width:1100px}"
     ".figs{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:14px}"
@@ -604,7 +695,7 @@ static const char *const STYLE =
     ".fig{margin:0;border:1px solid #ddd;padding:6px;background:#fff}"
     ".chart{width:100%;height:auto;display:block}"
     ".fig figcaption{font-size:12px;color:#555;margin-top:4px}"
-    ".tick{font-size:11px;fill:#555}.label{font-size:12px;fill:#333}"
+    ".tick{font-size:13px;fill:#444}.label{font-size:13px;fill:#333}"
     ".legend{font-size:12px;fill:#333}.note{font-size:14px;fill:#888}"
     "table{border-collapse:collapse;font-size:13px;margin:4px 0 8px}"
     "th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}"

@@ -1,18 +1,26 @@
 /* The Chrome/Perfetto trace of `hostoff report` (the JSON "Trace Event Format" that
  * ui.perfetto.dev and chrome://tracing open): per process (pid = rank), counter tracks for the
  * bytes on the device, in flight and in host memory (and the budget), one async slice per copy
- * over the link, and each stall as a slice on the stream that waited. Timestamps in microseconds,
- * from the trace's clock. */
+ * over the link, each stall as a slice on the stream that waited, each kernel as a slice on its
+ * stream's kernel track (with the buffers it used), and each training step as a slice on a track
+ * of its own, so copies can be seen overlapping compute as in Nsight Systems. Timestamps in
+ * microseconds, from the trace's clock. */
 #include "profile.h"
 
 #include "json_text.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Thread ids of a process's tracks: the two copy directions, then streams (1000 + number). */
 #define TID_D2H    1
 #define TID_H2D    2
+#define TID_STEPS  3
 #define TID_STREAM 1000
+#define TID_KERNEL 2000 /* + stream number: the kernels queued on it */
+
+/* The buffers a kernel's slice lists (its arguments); the count is always given. */
+#define KERNEL_BUFFERS_MAX 16
 
 static void jstr(FILE *f, const char *s) {
     fputc('"', f);
@@ -50,6 +58,67 @@ static void counter(struct out *o, long pid, const char *name, uint64_t t, uint6
 static const char *const MOVE_NAME[] = {"evict", "restore (on demand)", "prefetch"};
 static const char *const WHY_NAME[] = {"stall: restore on demand", "stall: late prefetch",
                                        "stall: room"};
+
+/* Kernels on their streams. The trace has each launch's submission and device duration, not its
+ * start: a kernel is placed at its submission or when the previous kernel of its stream ends,
+ * whichever is later (streams run in order; waits on other streams and on copies are not
+ * seen, so a kernel may show earlier than it ran). */
+static void kernels(struct out *o, const struct profile *p, long pid) {
+    const struct trace *t = &p->tr;
+    uint64_t *free_at = calloc(t->nstreams + 1, sizeof *free_at);
+    if (free_at == NULL) return;
+    for (uint32_t s = 0; s < t->nstreams; s++) {
+        bool used = false;
+        for (size_t i = 0; i < t->n && !used; i++)
+            used = t->ev[i].kind == TEV_LAUNCH && t->ev[i].s == s;
+        if (!used) continue;
+        char sn[48];
+        snprintf(sn, sizeof sn, "stream %u: kernels", s);
+        meta(o, pid, TID_KERNEL + (long)s, "thread_name", sn);
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const struct tev *e = &t->ev[i];
+        if (e->kind != TEV_LAUNCH || e->s >= t->nstreams) continue;
+        uint64_t start = e->t > free_at[e->s] ? e->t : free_at[e->s];
+        free_at[e->s] = start + e->ns;
+        ev_begin(o);
+        fprintf(o->f,
+                "{\"ph\":\"X\",\"cat\":\"kernel\",\"pid\":%ld,\"tid\":%ld,\"ts\":%.3f,"
+                "\"dur\":%.3f,\"name\":",
+                pid, TID_KERNEL + (long)e->s, (double)start / 1e3, (double)e->ns / 1e3);
+        const char *k = prof_str(p, e->str);
+        jstr(o->f, k[0] != '\0' ? k : "kernel");
+        fprintf(o->f, ",\"args\":{\"submitted_us\":%.3f,\"nbuffers\":%u,\"buffers\":[",
+                (double)e->t / 1e3, e->nuse);
+        for (uint32_t u = 0; u < e->nuse && u < KERNEL_BUFFERS_MAX; u++)
+            fprintf(o->f, "%s%llu", u ? "," : "", (unsigned long long)t->uses[e->use_at + u]);
+        fputs("]}}", o->f);
+    }
+    free(free_at);
+}
+
+/* Training steps, each a slice from its mark to the next (the last to the end of the run). */
+static void steps(struct out *o, const struct profile *p, long pid) {
+    const struct trace *t = &p->tr;
+    if (t->steps == 0) return;
+    meta(o, pid, TID_STEPS, "thread_name", "steps");
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->ev[i].kind != TEV_STEP) continue;
+        uint64_t end = p->t_end;
+        for (size_t j = i + 1; j < t->n; j++)
+            if (t->ev[j].kind == TEV_STEP) {
+                end = t->ev[j].t;
+                break;
+            }
+        ev_begin(o);
+        fprintf(o->f,
+                "{\"ph\":\"X\",\"cat\":\"step\",\"pid\":%ld,\"tid\":%d,\"ts\":%.3f,"
+                "\"dur\":%.3f,\"name\":\"step %zu\"}",
+                pid, TID_STEPS, (double)t->ev[i].t / 1e3,
+                (double)(end > t->ev[i].t ? end - t->ev[i].t : 0) / 1e3, k++);
+    }
+}
 
 static void process(struct out *o, const struct profile *p, long pid, uint64_t *next_id) {
     FILE *f = o->f;
@@ -116,14 +185,8 @@ static void process(struct out *o, const struct profile *p, long pid, uint64_t *
         jstr(f, s->who != 0 ? prof_str(p, s->who) : s->what);
         fputs("}}", f);
     }
-    /* Step markers. */
-    for (size_t i = 0; p->has_trace && i < p->tr.n; i++) {
-        const struct tev *e = &p->tr.ev[i];
-        if (e->kind != TEV_STEP) continue;
-        ev_begin(o);
-        fprintf(f, "{\"ph\":\"i\",\"s\":\"p\",\"pid\":%ld,\"tid\":0,\"ts\":%.3f,\"name\":\"step\"}",
-                pid, (double)e->t / 1e3);
-    }
+    kernels(o, p, pid);
+    steps(o, p, pid);
 }
 
 int prof_write_perfetto(FILE *f, const struct profile *ps, size_t n) {

@@ -335,6 +335,17 @@ int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
     bool have_header = false;
     while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
         r.line++;
+        /* A last line without its newline was cut short (the process was killed while writing
+         * it, or the file copied early): everything before it is whole, and is the trace. */
+        if (len > 0 && line[len - 1] != '\n' && have_header) {
+            out->cut_at = r.line;
+            break;
+        }
+        if (len > 0 && line[len - 1] != '\n' && !have_header) {
+            rc = bad(&r, "the first line was cut short: the process ended, or was killed, "
+                         "while writing it");
+            break;
+        }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             len--;
         size_t blank = 0;
@@ -365,7 +376,9 @@ int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
     if (rc == 0 && ferror(f)) rc = bad(&r, "read error");
     if (rc == 0 && !have_header) {
         r.line = 1;
-        rc = bad(&r, "empty: a trace starts with {\"hostoff_trace\":1,...}");
+        rc = bad(&r, "empty: the process wrote no whole line (it ended, or was killed, before "
+                     "its first CUDA call was written); a trace starts with "
+                     "{\"hostoff_trace\":1,...}");
     }
     free(line);
     fclose(f);

@@ -68,6 +68,7 @@ struct trace {
     uint32_t max_uses;      /* the longest use list */
     size_t launches, steps;
     long lines;
+    long cut_at; /* the line cut short at the end (not read), 0: the file ends with a newline */
 };
 
 /* Reads path; 0 on success, else -1 with "PATH:LINE: what" in err (nothing kept). */

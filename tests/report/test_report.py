@@ -152,7 +152,9 @@ class Run(unittest.TestCase):
                          env=sim_env())
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("exited with status 0", r.stderr)
-        self.assertRegex(r.stderr, r"memory saved: [\d.]+ [kMG]?B of [\d.]+ [kMG]?B at peak")
+        self.assertRegex(r.stderr, r"memory +the device held at most [\d.]+ [kMG]?B instead of "
+                                   r"[\d.]+ [kMG]?B: [\d.]+ [kMG]?B saved")
+        self.assertRegex(r.stderr, r"slowdown +[\d.]+x")
         self.assertRegex(r.stderr, r"moved [\d.]+ [kMG]?B to host")
         self.assertIn("hostoff: report r.json", r.stderr)
         self.assertIn("hostoff report r.json t.jsonl", r.stderr)
@@ -344,12 +346,12 @@ class Demo(unittest.TestCase):
 
     def test_summary(self):
         out = self.result.stdout
-        for what in ("memory", "moved", "host waits", "step time", "report", "perfetto"):
+        for what in ("memory", "moved", "slowdown", "loss", "report", "perfetto"):
             self.assertRegex(out, rf"(?m)^  {what} ", what)
         self.assertIn(self.html, out)
         # The default job is one offload hides: lookahead keeps its step within 5% of the
         # unconstrained one (virtual time: the figure is the same on every machine).
-        m = re.search(r"without offload \(([\d.]+)x", out)
+        m = re.search(r"slowdown +([\d.]+)x", out)
         self.assertIsNotNone(m, out)
         self.assertLessEqual(float(m.group(1)), 1.05)
         m = re.search(r"the device held at most ([\d.]+) GB instead of ([\d.]+) GB", out)
