@@ -12,7 +12,8 @@
 
 static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *stall) {
     CUresult rc;
-    if (eng.backend == HO_BACKEND_VMM && ho_cache_take(d, m->span, &m->va, &m->dev)) {
+    if (eng.backend == HO_BACKEND_VMM &&
+        ho_cache_take(d, m->span, &m->va, &m->dev, &m->dev_window)) {
         /* Same size as a freed buffer: its memory, still mapped and already counted as
          * resident, serves at once. */
         ho_device_bytes((int64_t)m->span);
@@ -35,6 +36,11 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
                    (unsigned long long)m->span, (double)m->span / 1048576.0,
                    (unsigned long long)d->budget, (double)d->budget / 1048576.0);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (eng.backend == HO_BACKEND_VMM &&
+        ho_cache_take(d, m->span, &m->va, &m->dev, &m->dev_window)) {
+        ho_device_bytes((int64_t)m->span); /* an eviction made room by pooling this chunk */
+        goto ready;
     }
     ho_ctx_push(d);
     if (eng.backend == HO_BACKEND_VMM) {
@@ -59,6 +65,10 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
         if (rc == CUDA_SUCCESS) {
             CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->device};
             ho_real.cuMemPrefetchAsync_v2(m->va, m->span, here, 0, d->stream[HO_Q_RESTORE]);
+        } else {
+            /* The engine's own call failed: a plain allocation gets the driver's own answer,
+             * as on the vmm backend. */
+            rc = CUDA_ERROR_NOT_SUPPORTED;
         }
     }
     ho_ctx_pop();

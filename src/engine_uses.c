@@ -6,6 +6,7 @@
 
 #include "real.h"
 #include "thread_slots.h"
+#include "trace.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -175,7 +176,7 @@ void ho_barrier(struct ho_managed *m, int q) {
     }
     for (int i = 0; i < ne; i++) {
         if (ho_real.cuStreamWaitEvent(d->stream[q], events[i], 0) != CUDA_SUCCESS)
-            ho_real.cuEventSynchronize(events[i]);
+            ho_event_wait(events[i], NULL); /* retried, then widened */
         ho_event_put(d, events[i]);
     }
 }
@@ -190,8 +191,10 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
     bool capturing = atomic_load(&eng.capturing) > 0;
     /* A launch found it still on its way back, or queued for a prefetch that had no room yet:
      * the plan brought it too late. (One the plan never asked for is not late: it is unplanned.) */
-    if (restore && (atomic_load(&m->state) == HO_RESTORING ||
-                    (m->wanted && atomic_load(&m->state) == HO_HOST)))
+    bool demand = m->tr != NULL && m->tr->demand; /* ho_demand_restores started it for this use */
+    if (restore && !demand &&
+        (atomic_load(&m->state) == HO_RESTORING ||
+         (m->wanted && atomic_load(&m->state) == HO_HOST)))
         eng.policy.ops->late(eng.policy.self, &m->pol);
     ho_want_drop(dev_of(m), m);
     switch (atomic_load(&m->state)) {
@@ -199,10 +202,14 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
         atomic_store(&m->state, HO_RESIDENT); /* cancel: the device copy stays current */
         break;
     case HO_RESTORING:
-        if (capturing)
+        if (capturing) {
             atomic_store(&m->state, HO_HOST); /* cancel: no waiting during capture */
-        else
+        } else {
+            if (demand) ho_trace_demand(m->id);
             ho_count_stall(ho_wait_move(m));
+            if (m->tr != NULL) /* the wait failed: cancel, the host copy stays the buffer's */
+                atomic_store(&m->state, HO_HOST);
+        }
         break;
     default:
         break;
@@ -272,6 +279,7 @@ void ho_engine_prepare_ex(struct ho_buffer *const *bufs, int n, CUstream s, bool
     }
     ho_mutex_lock(&eng.lock);
     if (unseen) ho_unseen_cancel_moves();
+    if (restore && t->n > 1 && atomic_load(&eng.capturing) == 0) ho_demand_restores(t->m, t->n);
     for (int i = 0; i < t->n; i++)
         settle(t->m[i], restore, t->m, t->n);
     /* Making room for those may have started evictions: they give way too. */

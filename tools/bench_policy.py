@@ -15,7 +15,10 @@ lru, lookahead and oracle, and each row gives: the steady step time over the unc
 time lost per step (steady step minus the unconstrained step: what the stalls cost), the time
 the host waited per step (hidden while the device has queued work), and beside them the step
 time of full rematerialisation, estimated as the unconstrained step plus one more forward pass
-(a forward pass is taken as a third of a training step: backward costs twice the forward).
+(a forward pass is taken as a third of a training step: backward costs twice the forward), and
+the driver calls the moves paid for per step (creates, releases and pinning allocations; maps,
+unmaps and set-access). --baseline-lib OLD/libhostoff.so shows an older build's step ratio and
+calls beside each row.
 Everything is virtual time: the same inputs give the same table on any machine. A benchmark
 prints figures; it is not a test and asserts nothing.
 """
@@ -39,11 +42,12 @@ BUDGETS = ("70%", "50%")
 POLICIES = ("lru", "lookahead", "oracle")
 
 
-def replay(hostoff, trace, budget, policy, link):
+def replay(hostoff, trace, budget, policy, link, lib=None):
     cmd = [hostoff, "replay", trace, "--budget", budget, "--link", link, "--json"]
     if budget != "none":
         cmd += ["--policy", policy]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = dict(os.environ, HOSTOFF_LIB=lib) if lib else None
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(out.stdout)
@@ -53,6 +57,16 @@ def gb(x):
     return x / 1e9
 
 
+def calls_per_step(r, steps):
+    """(creates + releases + pinning allocations, maps + unmaps + set-access) per step, every step
+    counted; None when the replay did not report them."""
+    c = r.get("driver_calls")
+    if not c:
+        return None
+    return ((c["cuMemCreate"] + c["cuMemRelease"] + c["cuMemHostAlloc"]) / steps,
+            (c["cuMemMap"] + c["cuMemUnmap"] + c["cuMemSetAccess"]) / steps)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build", nargs="?", default="build", help="the build directory (default build)")
@@ -60,6 +74,9 @@ def main(argv):
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--preset", action="append", choices=sorted(PRESETS),
                     help="only these workloads (default: all four)")
+    ap.add_argument("--baseline-lib", metavar="LIBHOSTOFF",
+                    help="also replay each row through this libhostoff.so (an older build) and "
+                         "show its figures beside this build's, as 'baseline -> this'")
     args = ap.parse_args(argv)
     hostoff = os.path.join(args.build, "tools", "hostoff")
     if not os.access(hostoff, os.X_OK):
@@ -86,7 +103,15 @@ def main(argv):
                         steps = max(1, r.get("steps", args.steps))
                         ratio = r["steady_step_ns"] / step0 if "error" not in r else None
                         ratios[policy] = ratio
+                        base_ratio, base_calls = None, None
+                        if args.baseline_lib:
+                            b = replay(hostoff, trace, budget, policy, link, args.baseline_lib)
+                            if "error" not in b:
+                                base_ratio = b["steady_step_ns"] / step0
+                                base_calls = calls_per_step(b, steps)
                         rows.append({
+                            "base_ratio": base_ratio, "base_calls": base_calls,
+                            "calls": calls_per_step(r, steps),
                             "preset": preset, "link": link, "budget": budget, "policy": policy,
                             "unconstrained_ms": step0 / 1e6, "remat_ratio": remat / step0,
                             "error": r.get("error"), "ratio": ratio,
@@ -103,7 +128,7 @@ def main(argv):
                                 row["vs_oracle"] = la / orc
     head = ("workload", "link", "budget", "policy", "step / unconstrained", "lookahead / oracle",
             "peak GB", "moved GB/step each way", "device ms lost/step", "host waits ms/step",
-            "remat (est.)", "unconstrained ms")
+            "create+release /step", "map+unmap+access /step", "remat (est.)", "unconstrained ms")
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
@@ -112,8 +137,14 @@ def main(argv):
     for r in rows:
         ratio = f"{r['ratio']:.3f}x" if r["ratio"] is not None else "failed: " + r["error"]
         vs = f"{r['vs_oracle']:.3f}x" if r["vs_oracle"] is not None else ""
+        calls = [f"{c:.0f}" for c in r["calls"]] if r["calls"] else ["", ""]
+        if args.baseline_lib:
+            old = f"{r['base_ratio']:.3f}x" if r["base_ratio"] is not None else "failed"
+            ratio = f"{old} -> {ratio}"
+            olds = [f"{c:.0f}" for c in r["base_calls"]] if r["base_calls"] else ["?", "?"]
+            calls = [f"{o} -> {n}" for o, n in zip(olds, calls)]
         cells = (r["preset"], r["link"], r["budget"], r["policy"], ratio, vs, f"{r['peak_gb']:.1f}",
-                 f"{r['moved_gb']:.1f}", f"{r['lost_ms']:.0f}", f"{r['wait_ms']:.0f}",
+                 f"{r['moved_gb']:.1f}", f"{r['lost_ms']:.0f}", f"{r['wait_ms']:.0f}", *calls,
                  f"{r['remat_ratio']:.2f}x", f"{r['unconstrained_ms']:.0f}")
         if args.markdown:
             print("| " + " | ".join(cells) + " |")

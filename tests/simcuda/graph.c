@@ -1266,7 +1266,7 @@ SIM_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr
     if (b == NULL)
         rc = CUDA_ERROR_INVALID_VALUE;
     else
-        *dptr = (CUdeviceptr)b->tmpl->u.free_addr;
+        *dptr = (CUdeviceptr)b->tmpl->u.free.addr;
     sim_unlock();
     return rc;
 }
@@ -1814,6 +1814,7 @@ static CUresult capture_add_exec(struct sim_capture *c, struct sim_stream *s,
 
 static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt) {
     struct sim_ctx *ctx;
+    sim_bill(SIM_COST_GRAPH_LAUNCH, SIM_AT_DEVICE, 0);
     CUresult rc = sim_require_ctx(&ctx);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_stream *s = sim_stream_resolve(hs, pt, &rc);

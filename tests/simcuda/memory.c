@@ -6,11 +6,11 @@
 
 /* Allocations of 2 MiB and more are aligned like the driver's large pages; smaller ones to a
  * page. The extent the simulator tracks is the size asked for. */
-static uint64_t alloc_align(uint64_t size) {
+uint64_t sim_alloc_align(uint64_t size) {
     return size >= SIM_GRANULE ? SIM_GRANULE : 4096;
 }
 
-static uint64_t va_size(uint64_t size) {
+uint64_t sim_alloc_va_size(uint64_t size) {
     uint64_t page = 4096;
     return (size + page - 1) & ~(page - 1);
 }
@@ -42,13 +42,21 @@ void sim_lookup(uint64_t addr, struct sim_lookup *out) {
     }
 }
 
+uint64_t sim_range_bytes(uint64_t addr) {
+    sim_lock();
+    struct sim_range *r = sim_range_find(addr);
+    uint64_t size = r != NULL ? r->size : 0;
+    sim_unlock();
+    return size;
+}
+
 /* Allocates device memory (lock held). */
 CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out) {
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
     sim_capacity_settle(dev);
     if (!sim_capacity_take(dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t vsz = va_size(bytes);
-    void *p = sim_va_reserve(vsz, alloc_align(bytes));
+    uint64_t vsz = sim_alloc_va_size(bytes);
+    void *p = sim_va_reserve(vsz, sim_alloc_align(bytes));
     if (p == NULL || !sim_va_commit(p, vsz)) {
         sim_capacity_give(dev, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -64,16 +72,16 @@ CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool
     return CUDA_SUCCESS;
 }
 
-static void free_range(struct sim_range *r, bool now, uint64_t at_ns) {
+static void free_range(struct sim_range *r, const struct sim_op *free_op, uint64_t at_ns) {
     sim_pool_forget(r); /* cuMemFree of a stream-ordered allocation is allowed (it syncs) */
     if (r->kind == SIM_R_MANAGED) sim_managed_free(r);
     void *va = (void *)(uintptr_t)r->base;
-    uint64_t vsz = va_size(r->size);
-    if (r->kind == SIM_R_DEVICE && !now) {
-        /* Freed at virtual time at_ns: unreachable at once (later work faults on it), but neither
-         * its bytes nor its addresses serve an allocation made before that time. */
+    uint64_t vsz = sim_alloc_va_size(r->size);
+    if (r->kind == SIM_R_DEVICE && free_op != NULL) {
+        /* Freed at virtual time at_ns: unreachable at once (later work faults on it); its bytes
+         * and addresses go to what is ordered after the free, or wait for that time (reuse.c). */
         sim_va_close(va, vsz);
-        sim_capacity_give_at(&sim.devices[r->device], r->size, at_ns, va, vsz);
+        sim_release_add(&sim.devices[r->device], free_op, r->size, va, vsz, at_ns);
     } else {
         if (r->kind == SIM_R_DEVICE) sim_capacity_give(&sim.devices[r->device], r->size);
         sim_va_retire(va, vsz);
@@ -82,15 +90,16 @@ static void free_range(struct sim_range *r, bool now, uint64_t at_ns) {
 }
 
 void sim_free_range_locked(struct sim_range *r) {
-    free_range(r, true, 0);
+    free_range(r, NULL, 0);
 }
 
-void sim_free_range_at(struct sim_range *r, uint64_t at_ns) {
-    free_range(r, false, at_ns);
+void sim_free_range_at(struct sim_range *r, const struct sim_op *free_op, uint64_t at_ns) {
+    free_range(r, free_op, at_ns);
 }
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_ALLOC, SIM_AT_DEVICE, bytesize);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -116,6 +125,7 @@ SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_FREE, SIM_AT_DEVICE, sim_range_bytes(dptr));
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (dptr == 0) return CUDA_SUCCESS;
@@ -167,13 +177,14 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUd
 
 static CUresult host_alloc(void **pp, size_t bytes, unsigned flags) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_HOST_ALLOC, SIM_AT_HOST, bytes);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (pp == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
     if ((rc = sim_fail_check("cuMemHostAlloc")) != CUDA_SUCCESS) return rc;
-    uint64_t vsz = va_size(bytes);
+    uint64_t vsz = sim_alloc_va_size(bytes);
     sim_lock();
-    void *p = sim_va_reserve(vsz, alloc_align(bytes));
+    void *p = sim_va_reserve(vsz, sim_alloc_align(bytes));
     if (p == NULL || !sim_va_commit(p, vsz)) {
         sim_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -199,6 +210,7 @@ SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) {
 
 SIM_EXPORT CUresult cuMemFreeHost(void *p) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_FREE_HOST, SIM_AT_HOST, sim_range_bytes((uint64_t)(uintptr_t)p));
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();
@@ -242,6 +254,7 @@ SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
 
 SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_HOST_REGISTER, SIM_AT_HOST, bytes);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (p == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -266,6 +279,7 @@ SIM_EXPORT CUresult cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
 }
 
 SIM_EXPORT CUresult cuMemHostUnregister(void *p) {
+    sim_bill(SIM_COST_MEM_HOST_UNREGISTER, SIM_AT_HOST, sim_range_bytes((uint64_t)(uintptr_t)p));
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();

@@ -50,14 +50,28 @@ static void write_report(void) {
             "\"hazards\": %llu, \"managed_faults\": %llu, \"virtual_ns\": %llu, "
             "\"peak_device_bytes\": %llu, \"launches\": %llu, \"copies\": %llu, "
             "\"memsets\": %llu, \"bytes_h2d\": %llu, \"bytes_d2h\": %llu, \"bytes_d2d\": %llu, "
-            "\"first_illegal_address\": %llu, \"devices\": %d, \"data\": \"%s\"}\n",
+            "\"bytes_zerocopy\": %llu, \"first_illegal_address\": %llu, \"devices\": %d, "
+            "\"data\": \"%s\", \"calls\": {",
             (unsigned long long)st.illegal_accesses, (unsigned long long)st.remote_accesses,
             (unsigned long long)st.hazards, (unsigned long long)st.managed_faults,
             (unsigned long long)now, (unsigned long long)peak, (unsigned long long)st.launches,
             (unsigned long long)st.copies, (unsigned long long)st.memsets,
             (unsigned long long)st.bytes_h2d, (unsigned long long)st.bytes_d2h,
-            (unsigned long long)st.bytes_d2d, (unsigned long long)st.first_illegal_addr,
-            sim.ndevices, sim.cfg.data == SIM_DATA_SPARSE ? "sparse" : "full");
+            (unsigned long long)st.bytes_d2d, (unsigned long long)st.bytes_zerocopy,
+            (unsigned long long)st.first_illegal_addr, sim.ndevices,
+            sim.cfg.data == SIM_DATA_SPARSE ? "sparse" : "full");
+    /* Calls by cost row and location ("cuMemCreate.host"), those made at least once. */
+    const char *sep = "";
+    for (int row = 0; row < SIM_COST_ROWS; row++) {
+        for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++) {
+            uint64_t n = sim_cost_calls((enum sim_cost_row)row, (enum sim_where)w);
+            if (n == 0) continue;
+            fprintf(f, "%s\"%s.%s\": %llu", sep, sim_cost_name((enum sim_cost_row)row),
+                    w == SIM_AT_HOST ? "host" : "device", (unsigned long long)n);
+            sep = ", ";
+        }
+    }
+    fprintf(f, "}}\n");
     if (fclose(f) != 0 || rename(tmp, sim.cfg.report) != 0) {
         fprintf(stderr, "simcuda: SIMCUDA_REPORT=%s: cannot write the report\n", sim.cfg.report);
         remove(tmp);
@@ -66,4 +80,15 @@ static void write_report(void) {
 
 void sim_report_install(void) {
     if (sim.cfg.report != NULL) atexit(write_report);
+}
+
+SIM_EXPORT uint64_t simcuda_calls(const char *key) {
+    for (int row = 0; row < SIM_COST_ROWS; row++) {
+        const char *name = sim_cost_name((enum sim_cost_row)row);
+        size_t n = strlen(name);
+        if (strncmp(key, name, n) != 0 || key[n] != '.') continue;
+        if (strcmp(key + n + 1, "device") == 0) return sim_cost_calls(row, SIM_AT_DEVICE);
+        if (strcmp(key + n + 1, "host") == 0) return sim_cost_calls(row, SIM_AT_HOST);
+    }
+    return 0;
 }

@@ -7,8 +7,9 @@
  *   enqueued (one FIFO per device). Enqueue order is a valid topological order of stream order and
  *   event waits, so a single FIFO needs no scheduler, and virtual time computed while executing in
  *   that order is deterministic for a deterministic sequence of calls.
- * - Virtual time: sim.host_ns is the host clock; every API call advances it by SIMCUDA_LAUNCH_NS.
- * An operation starts at max(host time at enqueue, its stream's previous end, the ends of what it
+ * - Virtual time: sim.host_ns is the host clock; every API call advances it by its row of the cost
+ *   table (costs.c; SIMCUDA_LAUNCH_NS for calls without a row of their own).
+ *   An operation starts at max(host time at enqueue, its stream's previous end, the ends of what it
  *   waits for, the legacy-stream barrier, its copy engine) and lasts its modelled duration.
  */
 #ifndef SIMCUDA_SIM_H
@@ -21,9 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "costs.h"
+
 #define SIM_EXPORT         __attribute__((visibility("default")))
 #define SIM_DRIVER_VERSION 13000
 #define SIM_GRANULE        (2u << 20) /* VMM allocation granularity, as on Hopper */
+#define SIM_HOST_GRANULE   (2u << 20) /* host-located VMM granularity (docs/simcuda.md) */
 #define SIM_MAX_DEVICES    16
 #define SIM_MANAGED_PAGE   (64u << 10) /* managed-memory fault granule */
 
@@ -83,6 +87,14 @@ struct sim_ctx {
     unsigned long long id;
 };
 
+/* One direction of the host link. Its work is a FIFO of transfers; `run_ns` is where the current
+ * busy run began and `solo`/`dup` are the rates (GB/s alone / while the other direction runs) of
+ * the work queued at its end, which a transfer in the other direction slows down (copy.c). */
+struct sim_engine {
+    uint64_t free_ns, run_ns;
+    double solo, dup;
+};
+
 struct sim_device {
     int ordinal;
     struct sim_ctx primary;
@@ -91,23 +103,33 @@ struct sim_device {
     bool primary_active;
     uint64_t used_bytes; /* device memory in use (capacity check) */
     uint64_t peak_bytes;
-    /* Stream-ordered frees that have run: their bytes become free at their virtual time, not at
-     * the wall-clock moment the executor got to them, so the footprint and its peak depend only on
-     * the order of calls. */
+    /* Stream-ordered frees that have run (reuse.c), oldest first. Their bytes stay counted in
+     * used_bytes until an allocation ordered after the free takes them (same stream, or an event
+     * dependency) or the free has completed in virtual time (opportunistic reuse); their address
+     * range is handed to an ordered allocation of the same size, or offered for reuse at that
+     * time. So the footprint, its peak and the addresses handed out depend only on the order of
+     * calls. */
     struct sim_release {
         uint64_t bytes, at_ns;
-        void *va; /* the address range, offered for reuse only then too */
+        void *va; /* the address range, NULL once recycled or handed over */
         uint64_t va_size;
+        bool given;                /* bytes already back in the device's free memory */
+        unsigned long long stream; /* the freeing stream's id; 0: a graph's free node */
+        bool legacy, blocking;     /* the freeing stream's kind (legacy-stream ordering) */
+        struct sim_ctx *ctx;       /* its context */
+        uint64_t seq;              /* the free's place in the device FIFO */
+        unsigned long long pool;   /* the pool it goes back to (its id) */
     } * releases;
     size_t nreleases, cap_releases;
+    uint64_t synced_ns; /* host clock at the latest synchronising call (stream, event, context) */
     uint64_t frees_queued; /* stream-ordered frees enqueued and not yet run */
     /* The executor: FIFO of operations, run by one thread. */
     struct sim_op *head, *tail;
     pthread_t thread;
     bool thread_started;
     uint64_t enqueued_seq, done_seq;
-    /* Copy engines: when each direction is next free, in virtual ns. */
-    uint64_t h2d_free_ns, d2h_free_ns;
+    /* The link, one engine per direction (copy.c): copies and kernels' zero-copy traffic. */
+    struct sim_engine h2d, d2h;
     uint64_t max_end_ns; /* latest virtual end of anything that ran */
     uint64_t fault_seq;  /* seq of the first operation that failed on a fault, 0 if none */
     /* Operations that have run and may still be in flight in virtual time (for hazards). */
@@ -119,6 +141,18 @@ struct sim_device {
 };
 
 /* ---------------------------------------------------------------- streams and events */
+
+/* What a stream's next work is ordered after, through event waits (reuse.c): for each other
+ * stream, the FIFO seq of its latest operation known to precede. Bounded: an entry that does not
+ * fit is dropped, which only loses reuse, never safety. */
+#define SIM_ORDER_MAX 16
+struct sim_order {
+    struct sim_order_entry {
+        unsigned long long stream;
+        uint64_t seq;
+    } e[SIM_ORDER_MAX];
+    int n;
+};
 
 struct sim_stream {
     uint32_t magic;
@@ -134,6 +168,7 @@ struct sim_stream {
     struct sim_op *last_op; /* last enqueued operation (referenced), or NULL */
     /* Capture state (graph.c). */
     struct sim_capture *capture;
+    struct sim_order order; /* what its next work is ordered after (reuse.c) */
 };
 
 struct sim_event {
@@ -142,6 +177,7 @@ struct sim_event {
     struct sim_device *dev; /* of the context it was created in: records only on its streams */
     struct sim_op *record;  /* the latest record operation (referenced), or NULL */
     bool timing_disabled;
+    struct sim_order order; /* what its latest record is ordered after, its stream included */
     /* Capture: the graph nodes this event was recorded after, while capturing (graph.c). */
     struct sim_capture *capture;
     void *capture_deps; /* CUgraphNode array */
@@ -239,7 +275,10 @@ struct sim_op {
         struct sim_host_func_op host;
         struct sim_prefetch_op prefetch;
         struct sim_call_op call;
-        uint64_t free_addr;
+        struct {
+            uint64_t addr;
+            unsigned long long pool; /* the pool the memory goes back to (its id) */
+        } free;
     } u;
 };
 
@@ -312,6 +351,9 @@ struct sim_range {
     struct sim_mapping *maps;    /* SIM_R_RESERVED: mappings, sorted by address */
     struct sim_managed *managed; /* SIM_R_MANAGED */
     unsigned long long buffer_id;
+    /* Handed over from a stream-ordered free that completes at this virtual time: work that
+     * touches it earlier races the previous allocation's users (a hazard; reuse.c). */
+    uint64_t reused_until_ns;
 };
 
 /* Where a byte lives, as the device sees it. */
@@ -336,18 +378,57 @@ void sim_pool_forget(struct sim_range *r);
 /* Classifies addr for the device (lock held). */
 void sim_lookup(uint64_t addr, struct sim_lookup *out);
 
+/* The memory behind a VMM handle (physfd.c): a memfd and its home mapping, which carries the page
+ * tables from one whole mapping of the handle to the next (NULL while a mapping holds it). */
+struct sim_physmem {
+    int fd;
+    uint64_t size;
+    void *home;
+    bool populated; /* the home's page tables are all present */
+};
+/* A memfd of `size` bytes (one released earlier when there is one). */
+bool sim_physmem_open(struct sim_physmem *pm, uint64_t size);
+/* Gives it back (kept for reuse, or closed); no mapping of it may remain. */
+void sim_physmem_close(struct sim_physmem *pm);
+/* Maps [offset, offset+size) of it at `at` (replacing what is there), PROT_NONE; *holds_home
+ * when the home mapping moved there. */
+bool sim_physmem_map(struct sim_physmem *pm, void *at, uint64_t size, uint64_t offset,
+                     bool *holds_home);
+/* Unmaps it from `at`, leaving the address reserved and PROT_NONE. */
+void sim_physmem_unmap(struct sim_physmem *pm, void *at, uint64_t size, bool holds_home);
+/* Fills the page tables of an accessible mapping when its pages all exist (full data mode). */
+void sim_physmem_populate(struct sim_physmem *pm, void *at, uint64_t size, bool writable,
+                          bool holds_home);
+
 /* VMM (vmm.c): classifies addr inside a reservation; frees a reservation's mappings. */
 void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out);
 
 /* Device capacity accounting (lock held): false when it would exceed SIMCUDA_DEVICE_MEM. */
 bool sim_capacity_take(struct sim_device *dev, uint64_t bytes);
 void sim_capacity_give(struct sim_device *dev, uint64_t bytes);
-/* Frees `bytes` at virtual time at_ns (the executor's stream-ordered frees). */
-void sim_capacity_give_at(struct sim_device *dev, uint64_t bytes, uint64_t at_ns, void *va,
-                          uint64_t va_size);
 /* Host side, before reading or changing the footprint: lets queued stream-ordered frees run
- * (wall clock only), then applies every release whose virtual time has come (lock held). */
+ * (wall clock only), then applies every release whose time has come (lock held). */
 void sim_capacity_settle(struct sim_device *dev);
+
+/* Stream-ordered reuse (reuse.c; lock held). */
+/* Records a stream-ordered free the executor ran at virtual time at_ns: its bytes stay in use and
+ * its (closed) address range is kept until an ordered allocation or completion takes them. */
+void sim_release_add(struct sim_device *dev, const struct sim_op *free_op, uint64_t bytes, void *va,
+                     uint64_t va_size, uint64_t at_ns);
+/* Gives back what completed frees hold: bytes at their virtual time (or, for a pool whose
+ * opportunistic reuse is off, at the next synchronising call after it), ranges at their time. */
+void sim_releases_apply(struct sim_device *dev);
+/* A stream-ordered allocation on s from pool `pool`: reuses frees ordered before it (the same
+ * stream; with follow_events, event waits and the legacy stream), handing over the address
+ * range of one of the same size, then allocates as sim_device_alloc does. */
+CUresult sim_reuse_alloc(struct sim_device *dev, struct sim_stream *s, unsigned long long pool,
+                         bool follow_events, uint64_t bytes, uint64_t *out);
+/* Event ordering: a record snapshots what its stream is ordered after; a wait merges it. */
+void sim_order_note_record(struct sim_event *e, struct sim_stream *s, uint64_t seq);
+void sim_order_note_wait(struct sim_stream *s, const struct sim_event *e);
+/* Pools (pool.c): whether memory freed into pool `id` may be reused opportunistically. */
+bool sim_pool_opportunistic(unsigned long long id);
+unsigned long long sim_pool_id(CUmemoryPool pool);
 
 /* Virtual-address space: reserve a PROT_NONE range; release it back to PROT_NONE (kept reserved,
  * reused later, so that stale device pointers fault rather than hit unrelated host memory). */
@@ -360,8 +441,13 @@ bool sim_va_commit(void *addr, uint64_t size);
 /* Frees a device allocation (lock held); used by cuMemFree and the executor's stream-ordered free.
  */
 void sim_free_range_locked(struct sim_range *r);
-/* The same for a stream-ordered free run by the executor at virtual time at_ns. */
-void sim_free_range_at(struct sim_range *r, uint64_t at_ns);
+/* The same for a stream-ordered free the executor runs at virtual time at_ns. */
+void sim_free_range_at(struct sim_range *r, const struct sim_op *free_op, uint64_t at_ns);
+/* The page-rounded extent and alignment of a linear allocation of `size` bytes. */
+uint64_t sim_alloc_va_size(uint64_t size);
+uint64_t sim_alloc_align(uint64_t size);
+/* The size of the range that addr falls in, 0 if none (takes the lock; for cost lookups). */
+uint64_t sim_range_bytes(uint64_t addr);
 /* Allocates linear device memory (lock held). */
 CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out);
 
@@ -388,6 +474,8 @@ uint64_t sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t by
 struct sim_stats {
     uint64_t illegal_accesses, remote_accesses, hazards, managed_faults;
     uint64_t launches, copies, memsets, bytes_h2d, bytes_d2h, bytes_d2d;
+    uint64_t bytes_zerocopy;  /* host-located bytes kernels were charged for (executor.c) */
+    uint64_t reuse_handovers; /* address ranges handed from a pending free to an allocation */
     uint64_t first_illegal_addr;
 };
 
@@ -478,6 +566,11 @@ void sim_fault_install(void);
 enum sim_copy_dir sim_classify_copy(uint64_t dst, uint64_t src);
 uint64_t sim_copy_duration(struct sim_device *dev, enum sim_copy_dir dir, uint64_t bytes,
                            uint64_t *start_ns);
+/* Moves `bytes` over one direction of dev's link at `solo` GB/s alone and `dup` GB/s while the
+ * other direction runs, starting no earlier than *start_ns (moved to when the direction is free);
+ * returns the duration and slows the other direction's queued work for the overlap. */
+uint64_t sim_link_transfer(struct sim_device *dev, bool to_device, uint64_t bytes, double solo,
+                           double dup, uint64_t *start_ns);
 
 /* Capture (graph.c): when s is capturing, adds op as a node instead of enqueueing it and returns
  * true. Illegal-during-capture checks for synchronous calls. */

@@ -37,6 +37,10 @@ char simcuda_where(const void *ptr);
  * launch, as cudaGraphSetConditional does in device code (docs/simcuda.md, "Graphs"). */
 void simcuda_graph_set_conditional(uint64_t handle, unsigned value);
 
+/* Calls charged so far under a key of the report's "calls" object ("cuMemCreate.host",
+ * "cuMemMap.device", "default.device"); 0 for a key it does not know. */
+uint64_t simcuda_calls(const char *key);
+
 #ifdef __cplusplus
 }
 #endif

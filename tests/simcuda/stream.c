@@ -193,6 +193,7 @@ static CUresult stream_get_device(CUstream h, bool pt, CUdevice *dev) {
 
 static CUresult stream_synchronize(CUstream h, bool pt) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_STREAM_SYNCHRONIZE, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_sync(s)) != CUDA_SUCCESS) return rc;
@@ -205,6 +206,7 @@ static CUresult stream_synchronize(CUstream h, bool pt) {
 
 static CUresult stream_query(CUstream h, bool pt) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_STREAM_QUERY, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_sync(s)) != CUDA_SUCCESS) return rc;
@@ -222,6 +224,7 @@ static CUresult stream_query(CUstream h, bool pt) {
 
 static CUresult stream_wait_event(CUstream h, bool pt, CUevent ev, unsigned int flags) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_STREAM_WAIT_EVENT, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(ev);
@@ -242,6 +245,7 @@ static CUresult stream_wait_event(CUstream h, bool pt, CUevent ev, unsigned int 
         sim_op_add_dep(op, e->record);
         sim_op_enqueue(op);
         sim_op_release(op);
+        sim_order_note_wait(s, e);
     }
     sim_unlock();
     return CUDA_SUCCESS;
@@ -368,6 +372,7 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent h) {
 
 static CUresult event_record(CUevent ev, CUstream h, bool pt, unsigned int flags) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_EVENT_RECORD, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(ev);
@@ -393,6 +398,7 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt, unsigned int flags
     op->refs++;
     e->record = op;
     sim_op_enqueue(op);
+    sim_order_note_record(e, s, op->seq);
     sim_op_release(op);
     sim_unlock();
     return CUDA_SUCCESS;
@@ -412,6 +418,7 @@ SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned 
 }
 
 SIM_EXPORT CUresult cuEventQuery(CUevent h) {
+    sim_bill(SIM_COST_EVENT_QUERY, SIM_AT_DEVICE, 0);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(h);
@@ -427,6 +434,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent h) {
 }
 
 SIM_EXPORT CUresult cuEventSynchronize(CUevent h) {
+    sim_bill(SIM_COST_EVENT_SYNCHRONIZE, SIM_AT_DEVICE, 0);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(h);
@@ -438,6 +446,7 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent h) {
         uint64_t t = sim_op_wait_end(e->record), cur = sim_now();
         while (cur < t && !atomic_compare_exchange_weak(&sim.host_ns, &cur, t)) {
         }
+        e->record->dev->synced_ns = sim_now();
     }
     rc = sim.sticky;
     sim_unlock();
