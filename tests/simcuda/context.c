@@ -248,6 +248,7 @@ SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext h) {
 
 SIM_EXPORT CUresult cuCtxSynchronize(void) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_CTX_SYNCHRONIZE, SIM_AT_DEVICE, 0);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_ctx(c)) != CUDA_SUCCESS) return rc;
@@ -259,6 +260,7 @@ SIM_EXPORT CUresult cuCtxSynchronize(void) {
 
 SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext h) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_CTX_SYNCHRONIZE, SIM_AT_DEVICE, 0);
     CUresult rc = ctx_or_current(h, &c);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_ctx(c)) != CUDA_SUCCESS) return rc;

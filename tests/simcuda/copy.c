@@ -1,6 +1,7 @@
 /* memcpy and memset families, synchronous and asynchronous, and the copy-engine timing model. */
 #include "sim.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,38 +19,77 @@ enum sim_copy_dir sim_classify_copy(uint64_t dst, uint64_t src) {
     return SIM_H2H;
 }
 
-/* One copy engine per direction. While both directions run, together they move at most
- * SIMCUDA_DUPLEX_GBPS. The copy scheduled later takes the whole slowdown for the overlap (the
- * earlier one's end is already fixed): a simplification that keeps the model causal. */
+/* The host link: one engine per direction, each a FIFO of transfers (copies, and the zero-copy
+ * traffic of kernels touching host-located memory). Alone a direction moves at its own rate;
+ * while both run, each moves at its own measured duplex rate (PCIe Gen5: host-to-device about 35,
+ * device-to-host about 53 GB/s), whichever started first.
+ *
+ * Operations are timed in enqueue order, so when a transfer starts while the other direction is
+ * busy, the other direction's work was timed as if alone and its end may already be known to
+ * the program. This transfer is timed at its duplex rate for the overlap, and the other
+ * direction's slowdown for the same overlap is charged to that direction: its engine stays busy
+ * until the bytes it lost have moved, so its next transfer starts later. Each direction's
+ * throughput is then the measured one; only the other direction's transfer in flight reports
+ * its end early, by at most that slowdown (docs/simcuda.md). */
+uint64_t sim_link_transfer(struct sim_device *dev, bool to_device, uint64_t bytes, double solo,
+                           double dup, uint64_t *start_ns) {
+    struct sim_engine *own = to_device ? &dev->h2d : &dev->d2h;
+    struct sim_engine *other = to_device ? &dev->d2h : &dev->h2d;
+    if (dup > solo) dup = solo;
+    if (own->free_ns > *start_ns) *start_ns = own->free_ns;
+    const bool new_run = *start_ns > own->free_ns || own->free_ns == 0;
+    double t = (double)*start_ns, left = (double)bytes;
+    const double o_free = (double)other->free_ns;
+    double o_new_free = o_free;
+    if (o_free > t) {
+        /* Alone until the other direction's current run begins. */
+        double o_from = (double)other->run_ns;
+        if (o_from > t) {
+            double alone = (o_from - t) * solo;
+            if (alone >= left) {
+                t += left / solo;
+                left = 0;
+            } else {
+                left -= alone;
+                t = o_from;
+            }
+        }
+        if (left > 0 && o_free > t) {
+            /* Both run: the other's remaining bytes were timed at its rate alone. */
+            double o_solo = other->solo, o_dup = other->dup < o_solo ? other->dup : o_solo;
+            double o_left = (o_free - t) * o_solo;
+            double mine = left / dup, theirs = o_left / o_dup;
+            if (mine <= theirs) {
+                o_new_free = t + mine + (o_left - mine * o_dup) / o_solo;
+                t += mine;
+                left = 0;
+            } else {
+                left -= theirs * dup;
+                t += theirs;
+                o_new_free = t;
+            }
+        }
+    }
+    if (left > 0) t += left / solo;
+    uint64_t end = (uint64_t)ceil(t);
+    if (bytes > 0 && end == *start_ns) end++; /* a non-empty transfer always takes time */
+    if (new_run) own->run_ns = *start_ns;
+    own->free_ns = end;
+    own->solo = solo;
+    own->dup = dup;
+    uint64_t o_end = (uint64_t)ceil(o_new_free);
+    if (o_end > other->free_ns) other->free_ns = o_end;
+    return end - *start_ns;
+}
+
 uint64_t sim_copy_duration(struct sim_device *dev, enum sim_copy_dir dir, uint64_t bytes,
                            uint64_t *start_ns) {
-    if (dir == SIM_D2D) return sim_bytes_ns(bytes, sim.cfg.hbm_gbps);
-    bool h2d = dir != SIM_D2H; /* host-to-host copies use the host-to-device engine */
-    uint64_t *own_free = h2d ? &dev->h2d_free_ns : &dev->d2h_free_ns;
-    uint64_t other_free = h2d ? dev->d2h_free_ns : dev->h2d_free_ns;
-    double rate = h2d ? sim.cfg.h2d_gbps : sim.cfg.d2h_gbps;
-    double other = h2d ? sim.cfg.d2h_gbps : sim.cfg.h2d_gbps;
-    if (*own_free > *start_ns) *start_ns = *own_free;
-    uint64_t start = *start_ns, dur;
-    /* While both directions run they move at most SIMCUDA_DUPLEX_GBPS together. The earlier
-     * copy keeps its rate, so this one gets what is left of the duplex total for the overlap
-     * (PCIe Gen5 measures about 53 + 35 GB/s with both busy: the first keeps most of its rate).
-     * A configuration whose duplex total is below the other rate falls back to rate shares. */
-    double shared = sim.cfg.duplex_gbps - other;
-    if (shared <= 0) shared = sim.cfg.duplex_gbps * rate / (rate + other);
-    if (shared > rate) shared = rate;
-    if (other_free > start) {
-        double window = (double)(other_free - start);
-        double moved = window * shared;
-        if (moved >= (double)bytes)
-            dur = sim_bytes_ns(bytes, shared);
-        else
-            dur = (uint64_t)window + sim_bytes_ns(bytes - (uint64_t)moved, rate);
-    } else {
-        dur = sim_bytes_ns(bytes, rate);
-    }
-    *own_free = start + dur;
-    return dur;
+    const struct sim_link *l = sim_link();
+    if (dir == SIM_D2D) return sim_bytes_ns(bytes, l->hbm);
+    /* Host-to-host copies use the host-to-device engine. */
+    if (dir == SIM_D2H)
+        return sim_link_transfer(dev, false, bytes, l->d2h, l->d2h_duplex, start_ns);
+    return sim_link_transfer(dev, true, bytes, l->h2d, l->h2d_duplex, start_ns);
 }
 
 struct copy_req {
@@ -77,6 +117,8 @@ static bool pageable(uint64_t addr) {
 
 static CUresult copy_submit(const struct copy_req *q) {
     struct sim_ctx *c;
+    sim_bill(q->sync ? SIM_COST_MEMCPY : SIM_COST_MEMCPY_ASYNC, SIM_AT_DEVICE,
+             (uint64_t)q->width * q->height);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (q->width == 0 || q->height == 0) return CUDA_SUCCESS;

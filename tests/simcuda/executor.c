@@ -160,8 +160,8 @@ CUresult sim_ctx_sync_locked(struct sim_ctx *ctx) {
     struct sim_device *dev = ctx->dev;
     sim_device_drain(dev);
     uint64_t end = 0;
-    if (dev->h2d_free_ns > end) end = dev->h2d_free_ns;
-    if (dev->d2h_free_ns > end) end = dev->d2h_free_ns;
+    if (dev->h2d.free_ns > end) end = dev->h2d.free_ns;
+    if (dev->d2h.free_ns > end) end = dev->d2h.free_ns;
     if (ctx->blocking_end_ns > end) end = ctx->blocking_end_ns;
     if (ctx->legacy != NULL && ctx->legacy->last_end_ns > end) end = ctx->legacy->last_end_ns;
     if (dev->max_end_ns > end) end = dev->max_end_ns;
@@ -317,10 +317,20 @@ static bool probe_mapped(uint64_t addr, uint64_t bytes) {
     return true;
 }
 
-static uint64_t run_kernel(struct sim_op *op) {
+/* The bytes a kernel is charged for over the link: each distinct host-located extent (the
+ * mapping, or pinned/registered allocation) a pointer parameter falls in, once per launch. The
+ * simulator cannot know how many bytes a kernel really reads or writes; the whole extent once is
+ * what a kernel that uses its operand does (docs/simcuda.md). */
+static bool extent_seen(const struct sim_range_ref *refs, int upto, uint64_t base) {
+    for (int j = 0; j < upto; j++)
+        if (refs[j].addr == base) return true;
+    return false;
+}
+
+static uint64_t run_kernel(struct sim_op *op, uint64_t start) {
     struct sim_kernel_op *k = &op->u.kernel;
     struct sim_func *f = k->func;
-    uint64_t extra_ns = 0;
+    uint64_t extra_ns = 0, zerocopy = 0;
     bool remote = false;
     /* Resolve what each pointer parameter points into: managed pages fault in, host-backed
      * mappings are remote, and in sparse mode an unmapped pointer is the illegal access. */
@@ -330,6 +340,7 @@ static uint64_t run_kernel(struct sim_op *op) {
         const uint64_t ptr = r->addr;
         sim_lookup(ptr, &lk);
         if (lk.range == NULL) continue;
+        const bool seen = extent_seen(op->refs_list, i, lk.mapping_base);
         r->addr = lk.mapping_base;
         r->bytes = lk.mapping_size;
         if (!lk.mapped) {
@@ -342,7 +353,10 @@ static uint64_t run_kernel(struct sim_op *op) {
             }
             continue; /* full mode: the body faults if it really touches it */
         }
-        if (lk.loc == SIM_LOC_HOST) remote = true;
+        if (lk.loc == SIM_LOC_HOST) {
+            remote = true;
+            if (!seen) zerocopy += lk.mapping_size;
+        }
         if (lk.loc == SIM_LOC_MANAGED) extra_ns += sim_managed_touch(op->dev, r->addr, &remote);
     }
     if (remote) sim.stats.remote_accesses++;
@@ -362,14 +376,26 @@ static uint64_t run_kernel(struct sim_op *op) {
         }
         if (body_duration_set) dur = body_duration_ns;
     }
-    return extra_ns + dur;
+    dur += extra_ns;
+    if (zerocopy > 0) {
+        /* Host-located operands cross the link at the zero-copy rate, in the host-to-device
+         * direction's FIFO with the copies; the kernel ends when its traffic has too. */
+        const struct sim_link *l = sim_link();
+        uint64_t at = start;
+        uint64_t xfer =
+            sim_link_transfer(op->dev, true, zerocopy, l->zerocopy,
+                              l->zerocopy < l->h2d_duplex ? l->zerocopy : l->h2d_duplex, &at);
+        if (at + xfer > start + dur) dur = at + xfer - start;
+        sim.stats.bytes_zerocopy += zerocopy;
+    }
+    return dur;
 }
 
 static void run_op(struct sim_op *op, uint64_t *start) {
     uint64_t dur = 0;
     switch (op->kind) {
     case SIM_OP_KERNEL:
-        dur = run_kernel(op);
+        dur = run_kernel(op, *start);
         break;
     case SIM_OP_COPY: {
         struct sim_copy_op *c = &op->u.copy;
@@ -403,7 +429,7 @@ static void run_op(struct sim_op *op, uint64_t *start) {
             op->failed = true;
             break;
         }
-        dur = sim_bytes_ns(total, sim.cfg.hbm_gbps);
+        dur = sim_bytes_ns(total, sim_link()->hbm);
         sim.stats.memsets++;
         if (sim.cfg.data == SIM_DATA_FULL && !run_unlocked(call_memset, m)) op->failed = true;
         break;

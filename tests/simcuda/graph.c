@@ -1857,6 +1857,7 @@ static CUresult capture_add_exec(struct sim_capture *c, struct sim_stream *s,
 
 static CUresult graph_launch(CUgraphExec hx, CUstream hs, bool pt) {
     struct sim_ctx *ctx;
+    sim_bill(SIM_COST_GRAPH_LAUNCH, SIM_AT_DEVICE, 0);
     CUresult rc = sim_require_ctx(&ctx);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_stream *s = sim_stream_resolve(hs, pt, &rc);

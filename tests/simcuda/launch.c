@@ -74,6 +74,7 @@ CUresult sim_build_kernel_op(struct sim_func *f, struct sim_stream *s, const uns
 static CUresult launch(CUfunction h, const unsigned grid[3], const unsigned block[3],
                        unsigned shared, CUstream hs, void **params, void **extra, bool pt) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_LAUNCH_KERNEL, SIM_AT_DEVICE, 0);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_func *f = sim_func_from_handle(h);

@@ -42,6 +42,14 @@ void sim_lookup(uint64_t addr, struct sim_lookup *out) {
     }
 }
 
+uint64_t sim_range_bytes(uint64_t addr) {
+    sim_lock();
+    struct sim_range *r = sim_range_find(addr);
+    uint64_t size = r != NULL ? r->size : 0;
+    sim_unlock();
+    return size;
+}
+
 /* Allocates device memory (lock held). */
 CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out) {
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -91,6 +99,7 @@ void sim_free_range_at(struct sim_range *r, uint64_t at_ns) {
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_ALLOC, SIM_AT_DEVICE, bytesize);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -116,6 +125,7 @@ SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t 
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_FREE, SIM_AT_DEVICE, sim_range_bytes(dptr));
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (dptr == 0) return CUDA_SUCCESS;
@@ -166,6 +176,7 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUd
 
 static CUresult host_alloc(void **pp, size_t bytes, unsigned flags) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_HOST_ALLOC, SIM_AT_HOST, bytes);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (pp == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -198,6 +209,7 @@ SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) {
 
 SIM_EXPORT CUresult cuMemFreeHost(void *p) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_FREE_HOST, SIM_AT_HOST, sim_range_bytes((uint64_t)(uintptr_t)p));
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();
@@ -241,6 +253,7 @@ SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
 
 SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_HOST_REGISTER, SIM_AT_HOST, bytes);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (p == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -265,6 +278,7 @@ SIM_EXPORT CUresult cuMemHostRegister(void *p, size_t bytes, unsigned int flags)
 }
 
 SIM_EXPORT CUresult cuMemHostUnregister(void *p) {
+    sim_bill(SIM_COST_MEM_HOST_UNREGISTER, SIM_AT_HOST, sim_range_bytes((uint64_t)(uintptr_t)p));
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();

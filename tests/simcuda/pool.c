@@ -47,6 +47,7 @@ void sim_pool_forget(struct sim_range *r) {
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *pool, CUstream hs,
                             bool pt) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_ALLOC_ASYNC, SIM_AT_DEVICE, bytes);
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if (dptr == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -73,6 +74,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *po
 
 static CUresult free_async(CUdeviceptr dptr, CUstream hs, bool pt) {
     struct sim_ctx *c;
+    sim_bill(SIM_COST_MEM_FREE_ASYNC, SIM_AT_DEVICE, sim_range_bytes(dptr));
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_stream *s = sim_stream_resolve(hs, pt, &rc);

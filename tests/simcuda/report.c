@@ -50,14 +50,16 @@ static void write_report(void) {
             "\"hazards\": %llu, \"managed_faults\": %llu, \"virtual_ns\": %llu, "
             "\"peak_device_bytes\": %llu, \"launches\": %llu, \"copies\": %llu, "
             "\"memsets\": %llu, \"bytes_h2d\": %llu, \"bytes_d2h\": %llu, \"bytes_d2d\": %llu, "
-            "\"first_illegal_address\": %llu, \"devices\": %d, \"data\": \"%s\"}\n",
+            "\"bytes_zerocopy\": %llu, \"first_illegal_address\": %llu, \"devices\": %d, "
+            "\"data\": \"%s\"}\n",
             (unsigned long long)st.illegal_accesses, (unsigned long long)st.remote_accesses,
             (unsigned long long)st.hazards, (unsigned long long)st.managed_faults,
             (unsigned long long)now, (unsigned long long)peak, (unsigned long long)st.launches,
             (unsigned long long)st.copies, (unsigned long long)st.memsets,
             (unsigned long long)st.bytes_h2d, (unsigned long long)st.bytes_d2h,
-            (unsigned long long)st.bytes_d2d, (unsigned long long)st.first_illegal_addr,
-            sim.ndevices, sim.cfg.data == SIM_DATA_SPARSE ? "sparse" : "full");
+            (unsigned long long)st.bytes_d2d, (unsigned long long)st.bytes_zerocopy,
+            (unsigned long long)st.first_illegal_addr, sim.ndevices,
+            sim.cfg.data == SIM_DATA_SPARSE ? "sparse" : "full");
     if (fclose(f) != 0 || rename(tmp, sim.cfg.report) != 0) {
         fprintf(stderr, "simcuda: SIMCUDA_REPORT=%s: cannot write the report\n", sim.cfg.report);
         remove(tmp);

@@ -7,8 +7,9 @@
  *   enqueued (one FIFO per device). Enqueue order is a valid topological order of stream order and
  *   event waits, so a single FIFO needs no scheduler, and virtual time computed while executing in
  *   that order is deterministic for a deterministic sequence of calls.
- * - Virtual time: sim.host_ns is the host clock; every API call advances it by SIMCUDA_LAUNCH_NS.
- * An operation starts at max(host time at enqueue, its stream's previous end, the ends of what it
+ * - Virtual time: sim.host_ns is the host clock; every API call advances it by its row of the cost
+ *   table (costs.c; SIMCUDA_LAUNCH_NS for calls without a row of their own).
+ *   An operation starts at max(host time at enqueue, its stream's previous end, the ends of what it
  *   waits for, the legacy-stream barrier, its copy engine) and lasts its modelled duration.
  */
 #ifndef SIMCUDA_SIM_H
@@ -21,9 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "costs.h"
+
 #define SIM_EXPORT         __attribute__((visibility("default")))
 #define SIM_DRIVER_VERSION 13000
 #define SIM_GRANULE        (2u << 20) /* VMM allocation granularity, as on Hopper */
+#define SIM_HOST_GRANULE   (2u << 20) /* host-located VMM granularity (docs/simcuda.md) */
 #define SIM_MAX_DEVICES    16
 #define SIM_MANAGED_PAGE   (64u << 10) /* managed-memory fault granule */
 
@@ -83,6 +87,14 @@ struct sim_ctx {
     unsigned long long id;
 };
 
+/* One direction of the host link. Its work is a FIFO of transfers; `run_ns` is where the current
+ * busy run began and `solo`/`dup` are the rates (GB/s alone / while the other direction runs) of
+ * the work queued at its end, which a transfer in the other direction slows down (copy.c). */
+struct sim_engine {
+    uint64_t free_ns, run_ns;
+    double solo, dup;
+};
+
 struct sim_device {
     int ordinal;
     struct sim_ctx primary;
@@ -106,8 +118,8 @@ struct sim_device {
     pthread_t thread;
     bool thread_started;
     uint64_t enqueued_seq, done_seq;
-    /* Copy engines: when each direction is next free, in virtual ns. */
-    uint64_t h2d_free_ns, d2h_free_ns;
+    /* The link, one engine per direction (copy.c): copies and kernels' zero-copy traffic. */
+    struct sim_engine h2d, d2h;
     uint64_t max_end_ns; /* latest virtual end of anything that ran */
     uint64_t fault_seq;  /* seq of the first operation that failed on a fault, 0 if none */
     /* Operations that have run and may still be in flight in virtual time (for hazards). */
@@ -322,6 +334,28 @@ void sim_pool_forget(struct sim_range *r);
 /* Classifies addr for the device (lock held). */
 void sim_lookup(uint64_t addr, struct sim_lookup *out);
 
+/* The memory behind a VMM handle (physfd.c): a memfd and its home mapping, which carries the page
+ * tables from one whole mapping of the handle to the next (NULL while a mapping holds it). */
+struct sim_physmem {
+    int fd;
+    uint64_t size;
+    void *home;
+    bool populated; /* the home's page tables are all present */
+};
+/* A memfd of `size` bytes (one released earlier when there is one). */
+bool sim_physmem_open(struct sim_physmem *pm, uint64_t size);
+/* Gives it back (kept for reuse, or closed); no mapping of it may remain. */
+void sim_physmem_close(struct sim_physmem *pm);
+/* Maps [offset, offset+size) of it at `at` (replacing what is there), PROT_NONE; *holds_home
+ * when the home mapping moved there. */
+bool sim_physmem_map(struct sim_physmem *pm, void *at, uint64_t size, uint64_t offset,
+                     bool *holds_home);
+/* Unmaps it from `at`, leaving the address reserved and PROT_NONE. */
+void sim_physmem_unmap(struct sim_physmem *pm, void *at, uint64_t size, bool holds_home);
+/* Fills the page tables of an accessible mapping when its pages all exist (full data mode). */
+void sim_physmem_populate(struct sim_physmem *pm, void *at, uint64_t size, bool writable,
+                          bool holds_home);
+
 /* VMM (vmm.c): classifies addr inside a reservation; frees a reservation's mappings. */
 void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out);
 
@@ -348,6 +382,8 @@ bool sim_va_commit(void *addr, uint64_t size);
 void sim_free_range_locked(struct sim_range *r);
 /* The same for a stream-ordered free run by the executor at virtual time at_ns. */
 void sim_free_range_at(struct sim_range *r, uint64_t at_ns);
+/* The size of the range that addr falls in, 0 if none (takes the lock; for cost lookups). */
+uint64_t sim_range_bytes(uint64_t addr);
 /* Allocates linear device memory (lock held). */
 CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool, uint64_t *out);
 
@@ -374,6 +410,7 @@ uint64_t sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t by
 struct sim_stats {
     uint64_t illegal_accesses, remote_accesses, hazards, managed_faults;
     uint64_t launches, copies, memsets, bytes_h2d, bytes_d2h, bytes_d2d;
+    uint64_t bytes_zerocopy; /* host-located bytes kernels were charged for (executor.c) */
     uint64_t first_illegal_addr;
 };
 
@@ -449,6 +486,11 @@ void sim_fault_install(void);
 enum sim_copy_dir sim_classify_copy(uint64_t dst, uint64_t src);
 uint64_t sim_copy_duration(struct sim_device *dev, enum sim_copy_dir dir, uint64_t bytes,
                            uint64_t *start_ns);
+/* Moves `bytes` over one direction of dev's link at `solo` GB/s alone and `dup` GB/s while the
+ * other direction runs, starting no earlier than *start_ns (moved to when the direction is free);
+ * returns the duration and slows the other direction's queued work for the overlap. */
+uint64_t sim_link_transfer(struct sim_device *dev, bool to_device, uint64_t bytes, double solo,
+                           double dup, uint64_t *start_ns);
 
 /* Capture (graph.c): when s is capturing, adds op as a node instead of enqueueing it and returns
  * true. Illegal-during-capture checks for synchronous calls. */

@@ -26,7 +26,7 @@ uint64_t sim_now(void) {
 }
 
 void sim_tick(void) {
-    atomic_fetch_add_explicit(&sim.host_ns, sim.cfg.launch_ns, memory_order_relaxed);
+    sim_charge_pending();
 }
 
 /* A fork child inherits the parent's address space but not its executor threads: on a GPU the
@@ -55,7 +55,7 @@ static void device_setup(struct sim_device *d, int ordinal) {
 }
 
 static void init_once_fn(void) {
-    if (!sim_config_load(&sim.cfg) || !sim_fail_validate()) {
+    if (!sim_config_load(&sim.cfg) || !sim_costs_load(&sim.cfg) || !sim_fail_validate()) {
         sim.init_error = CUDA_ERROR_INVALID_VALUE;
         return;
     }

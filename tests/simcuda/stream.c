@@ -192,6 +192,7 @@ static CUresult stream_get_device(CUstream h, bool pt, CUdevice *dev) {
 
 static CUresult stream_synchronize(CUstream h, bool pt) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_STREAM_SYNCHRONIZE, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_sync(s)) != CUDA_SUCCESS) return rc;
@@ -203,6 +204,7 @@ static CUresult stream_synchronize(CUstream h, bool pt) {
 
 static CUresult stream_query(CUstream h, bool pt) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_STREAM_QUERY, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_sync(s)) != CUDA_SUCCESS) return rc;
@@ -220,6 +222,7 @@ static CUresult stream_query(CUstream h, bool pt) {
 
 static CUresult stream_wait_event(CUstream h, bool pt, CUevent ev, unsigned int flags) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_STREAM_WAIT_EVENT, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(ev);
@@ -362,6 +365,7 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent h) {
 
 static CUresult event_record(CUevent ev, CUstream h, bool pt, unsigned int flags) {
     struct sim_stream *s;
+    sim_bill(SIM_COST_EVENT_RECORD, SIM_AT_DEVICE, 0);
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(ev);
@@ -402,6 +406,7 @@ SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned 
 }
 
 SIM_EXPORT CUresult cuEventQuery(CUevent h) {
+    sim_bill(SIM_COST_EVENT_QUERY, SIM_AT_DEVICE, 0);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(h);
@@ -416,6 +421,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent h) {
 }
 
 SIM_EXPORT CUresult cuEventSynchronize(CUevent h) {
+    sim_bill(SIM_COST_EVENT_SYNCHRONIZE, SIM_AT_DEVICE, 0);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(h);

@@ -12,7 +12,7 @@
 
 struct sim_phys {
     uint32_t magic;
-    int fd;
+    struct sim_physmem mem; /* the memfd, and its home mapping (physfd.c) */
     uint64_t size;
     CUmemAllocationProp prop;
     bool device_located;
@@ -27,6 +27,7 @@ struct sim_mapping {
     uint64_t base, size, offset;
     struct sim_phys *phys;
     CUmemAccess_flags access; /* what cuMemSetAccess granted the device */
+    bool holds_home;          /* holds the handle's home mapping (physfd.c) */
     struct sim_mapping *next;
 };
 
@@ -39,7 +40,7 @@ static struct sim_phys *phys_from_handle(CUmemGenericAllocationHandle h) {
 static void phys_put(struct sim_phys *p) {
     if (--p->refs > 0) return;
     if (p->device_located) sim_capacity_give(&sim.devices[p->device], p->size);
-    close(p->fd);
+    sim_physmem_close(&p->mem);
     p->magic = 0;
     free(p);
 }
@@ -49,22 +50,56 @@ static bool is_host_location(CUmemLocationType t) {
            t == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
 }
 
+/* Where a handle's memory lives, for its costs (lock taken; a bad handle counts as device). */
+static enum sim_where handle_where(CUmemGenericAllocationHandle h, uint64_t *bytes) {
+    sim_lock();
+    struct sim_phys *p = phys_from_handle(h);
+    enum sim_where w = p != NULL && !p->device_located ? SIM_AT_HOST : SIM_AT_DEVICE;
+    *bytes = p != NULL ? p->size : 0;
+    sim_unlock();
+    return w;
+}
+
+static struct sim_mapping *mapping_at(struct sim_range *r, uint64_t addr);
+
+/* Where a mapped range lives, for its costs: host-located when any mapping in it is (lock taken).
+ */
+static enum sim_where range_where(uint64_t ptr, uint64_t size) {
+    enum sim_where w = SIM_AT_DEVICE;
+    sim_lock();
+    struct sim_range *r = sim_range_find(ptr);
+    if (r != NULL && r->kind == SIM_R_RESERVED) {
+        for (struct sim_mapping *m = r->maps; m != NULL; m = m->next)
+            if (m->base < ptr + size && ptr < m->base + m->size && !m->phys->device_located)
+                w = SIM_AT_HOST;
+    }
+    sim_unlock();
+    return w;
+}
+
 SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocationProp *prop,
                                                   CUmemAllocationGranularity_flags option) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
-    (void)option;
     if (gran == NULL || prop == NULL) return CUDA_ERROR_INVALID_VALUE;
-    *gran = SIM_GRANULE;
+    if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+        option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool on_device = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    if (!on_device && !is_host_location(prop->location.type)) return CUDA_ERROR_INVALID_VALUE;
+    /* Each location answers for itself (docs/simcuda.md, "VMM granularity"). */
+    *gran = on_device ? SIM_GRANULE : SIM_HOST_GRANULE;
     return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags) {
+    bool host_at = prop != NULL && is_host_location(prop->location.type);
+    sim_bill(SIM_COST_MEM_CREATE, host_at ? SIM_AT_HOST : SIM_AT_DEVICE, size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
-    if (handle == NULL || prop == NULL || flags != 0 || size == 0 || size % SIM_GRANULE != 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (handle == NULL || prop == NULL || flags != 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (size % (host_at ? SIM_HOST_GRANULE : SIM_GRANULE) != 0) return CUDA_ERROR_INVALID_VALUE;
     if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
     bool on_device = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
     if (!on_device && !is_host_location(prop->location.type)) return CUDA_ERROR_INVALID_VALUE;
@@ -77,9 +112,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     if ((rc = sim_fail_check("cuMemCreate")) != CUDA_SUCCESS) return rc;
     struct sim_phys *p = calloc(1, sizeof *p);
     if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-    p->fd = memfd_create("simcuda-phys", MFD_CLOEXEC);
-    if (p->fd < 0 || ftruncate(p->fd, (off_t)size) != 0) {
-        if (p->fd >= 0) close(p->fd);
+    if (!sim_physmem_open(&p->mem, size)) {
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -96,7 +129,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         bool ok = sim_capacity_take(&sim.devices[device], size);
         sim_unlock();
         if (!ok) {
-            close(p->fd);
+            sim_physmem_close(&p->mem);
             free(p);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -106,6 +139,9 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
 }
 
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    uint64_t bytes = 0;
+    enum sim_where where = handle_where(handle, &bytes);
+    sim_bill(SIM_COST_MEM_RELEASE, where, bytes);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();
@@ -135,6 +171,7 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
 
 SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                         CUdeviceptr addr, unsigned long long flags) {
+    sim_bill(SIM_COST_MEM_ADDRESS_RESERVE, SIM_AT_DEVICE, size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     (void)addr; /* a hint, as on the device: the simulator picks its own */
@@ -159,13 +196,13 @@ static void mapping_drop(struct sim_range *r, struct sim_mapping *m) {
             break;
         }
     }
-    mmap((void *)(uintptr_t)m->base, m->size, PROT_NONE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    sim_physmem_unmap(&m->phys->mem, (void *)(uintptr_t)m->base, m->size, m->holds_home);
     phys_put(m->phys);
     free(m);
 }
 
 SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    sim_bill(SIM_COST_MEM_ADDRESS_FREE, SIM_AT_DEVICE, size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     sim_lock();
@@ -191,6 +228,8 @@ static struct sim_mapping *mapping_at(struct sim_range *r, uint64_t addr) {
 
 SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    uint64_t handle_bytes = 0;
+    sim_bill(SIM_COST_MEM_MAP, handle_where(handle, &handle_bytes), size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     /* The address must be granule-aligned too (mmap alone would take any page). */
@@ -211,8 +250,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
-             (off_t)offset) == MAP_FAILED) {
+    if (!sim_physmem_map(&p->mem, (void *)(uintptr_t)ptr, size, offset, &m->holds_home)) {
         free(m);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
@@ -232,6 +270,7 @@ out:
 }
 
 SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    sim_bill(SIM_COST_MEM_UNMAP, range_where(ptr, size), size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_fail_check("cuMemUnmap")) != CUDA_SUCCESS) return rc;
@@ -275,6 +314,7 @@ static int prot_for(CUmemAccess_flags f) {
 
 SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                    size_t count) {
+    sim_bill(SIM_COST_MEM_SET_ACCESS, range_where(ptr, size), size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     if (desc == NULL || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -298,8 +338,12 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     }
     for (uint64_t a = ptr; a < ptr + size;) {
         struct sim_mapping *m = mapping_at(r, a);
+        bool newly = m->access == CU_MEM_ACCESS_FLAGS_PROT_NONE;
         m->access = access;
         mprotect((void *)(uintptr_t)m->base, m->size, prot_for(access));
+        if (newly && access != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            sim_physmem_populate(&m->phys->mem, (void *)(uintptr_t)m->base, m->size,
+                                 access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, m->holds_home);
         a = m->base + m->size;
     }
     rc = CUDA_SUCCESS;

@@ -11,6 +11,7 @@
  * the failing line and end the child with status 1. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/mman.h>
@@ -485,15 +486,18 @@ static int c_timing_rates(void) {
 }
 
 /* H2D on one stream and D2H on another, both released at the same virtual instant by one
- * event; returns their durations. */
-static void duplex(struct timing_bufs *b, uint64_t *h2d, uint64_t *d2h) {
+ * event, the D2H copy enqueued first when d2h_first; returns their durations and `next`, the
+ * duration from the first copy's start to the end of a second copy in the first one's direction
+ * queued right behind it on its stream (it starts when that direction's engine is free). */
+static void duplex_order(struct timing_bufs *b, bool d2h_first, uint64_t *h2d, uint64_t *d2h,
+                         uint64_t *next) {
     CUstream gate, s1, s2;
-    CUevent g, a1, e1, a2, e2;
+    CUevent g, a1, e1, a2, e2, n1;
     CHK_OK(cuStreamCreate(&gate, CU_STREAM_NON_BLOCKING));
     CHK_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     CHK_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    CUevent *evs[] = {&g, &a1, &e1, &a2, &e2};
-    for (int i = 0; i < 5; i++)
+    CUevent *evs[] = {&g, &a1, &e1, &a2, &e2, &n1};
+    for (int i = 0; i < 6; i++)
         CHK_OK(cuEventCreate(evs[i], 0));
     wait_for(100000, gate);
     CHK_OK(cuEventRecord(g, gate));
@@ -501,31 +505,76 @@ static void duplex(struct timing_bufs *b, uint64_t *h2d, uint64_t *d2h) {
     CHK_OK(cuStreamWaitEvent(s2, g, 0));
     CHK_OK(cuEventRecord(a1, s1));
     CHK_OK(cuEventRecord(a2, s2));
-    enqueue(OP_H2D, COPY_BYTES, b, s1);
-    enqueue(OP_D2H, COPY_BYTES, b, s2);
-    CHK_OK(cuEventRecord(e1, s1));
-    CHK_OK(cuEventRecord(e2, s2));
+    CUstream first = d2h_first ? s2 : s1;
+    enqueue(d2h_first ? OP_D2H : OP_H2D, COPY_BYTES, b, first);
+    CHK_OK(cuEventRecord(d2h_first ? e2 : e1, first));
+    enqueue(d2h_first ? OP_H2D : OP_D2H, COPY_BYTES, b, d2h_first ? s1 : s2);
+    CHK_OK(cuEventRecord(d2h_first ? e1 : e2, d2h_first ? s1 : s2));
+    enqueue(d2h_first ? OP_D2H : OP_H2D, COPY_BYTES, b, first);
+    CHK_OK(cuEventRecord(n1, first));
     *h2d = event_ns(a1, e1);
     *d2h = event_ns(a2, e2);
+    *next = event_ns(d2h_first ? a2 : a1, n1);
     CHK_EQ(event_ns(g, a2), 0); /* both started with the gate */
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         CHK_OK(cuEventDestroy(*evs[i]));
     CHK_OK(cuStreamDestroy(gate));
     CHK_OK(cuStreamDestroy(s1));
     CHK_OK(cuStreamDestroy(s2));
 }
 
+static uint64_t ns_at(double bytes, double gbps) {
+    return (uint64_t)ceil(bytes / gbps);
+}
+
+/* The link model (docs/simcuda.md), for two copies of B bytes starting together in opposite
+ * directions, alone at rate `solo` each, while both run at h (host-to-device) and d
+ * (device-to-host): each moves at its direction's duplex rate until one is done, then the other
+ * at its rate alone. The first copy enqueued was timed alone; the second gets the duplex figure;
+ * the first direction's engine is free only when its own bytes have moved at the duplex rate. */
+struct duplex_model {
+    uint64_t first, second, first_engine;
+};
+
+static struct duplex_model duplex_expect(double bytes, double solo, double first_dup,
+                                         double second_dup) {
+    struct duplex_model m;
+    m.first = ns_at(bytes, solo);
+    double t_first = bytes / first_dup, t_second = bytes / second_dup;
+    if (t_second <= t_first) {
+        m.second = ns_at(bytes, second_dup);
+        m.first_engine = (uint64_t)ceil(t_second + (bytes - t_second * first_dup) / solo);
+    } else {
+        m.second = (uint64_t)ceil(t_first + (bytes - t_first * second_dup) / solo);
+        m.first_engine = (uint64_t)ceil(t_first);
+    }
+    return m;
+}
+
 static int c_duplex_default(void) {
     ctx_up();
     struct timing_bufs b = timing_setup();
-    uint64_t h2d, d2h;
-    duplex(&b, &h2d, &d2h);
-    /* The H2D copy, scheduled first, keeps 55 GB/s: 1 ms. While it runs the two directions
-     * together move at most 88 GB/s, so the D2H copy gets 33 GB/s (33 MB in 1 ms), then the
-     * remaining 22 MB at its own 55 GB/s: 1.4 ms. Overlapped, both finish long before the 2 ms
-     * of running one after the other. */
-    CHK_EQ(h2d, 1000000);
-    CHK_EQ(d2h, 1400000);
+    uint64_t h2d, d2h, next;
+    /* PCIe Gen5 defaults: 55 GB/s each way alone; 35 (H2D) + 53 (D2H) while both run. */
+    duplex_order(&b, false, &h2d, &d2h, &next);
+    struct duplex_model m = duplex_expect(COPY_BYTES, 55, 35, 53);
+    CHK_EQ(h2d, m.first);  /* timed alone when it was enqueued: 1 ms */
+    CHK_EQ(d2h, m.second); /* 53 GB/s throughout: about 1.038 ms */
+    /* The H2D engine paid its slowdown: its bytes moved at 35 GB/s while the D2H copy ran. */
+    CHK_EQ(next, m.first_engine + ns_at(COPY_BYTES, 55));
+    CHK(m.first_engine > 1370000 && m.first_engine < 1380000);
+
+    /* The other order: the slowdown still follows the direction, not the order. */
+    duplex_order(&b, true, &h2d, &d2h, &next);
+    struct duplex_model r = duplex_expect(COPY_BYTES, 55, 53, 35);
+    CHK_EQ(d2h, r.first);
+    CHK_EQ(h2d, r.second);
+    /* The D2H copy behind it starts when its engine is free and itself meets the H2D copy's
+     * tail: slower than alone. */
+    CHK(next > r.first_engine + ns_at(COPY_BYTES, 55));
+    CHK_EQ(r.second, m.first_engine); /* H2D done at the same time whichever came first */
+    CHK_EQ(r.first_engine, m.second); /* and D2H too */
+
     /* Once the other direction is idle, a copy runs at its full rate again. */
     CHK_EQ(timed(OP_D2H, COPY_BYTES, &b), 1000000);
     return 0;
@@ -534,20 +583,39 @@ static int c_duplex_default(void) {
 static int c_duplex_wide(void) {
     ctx_up();
     struct timing_bufs b = timing_setup();
-    uint64_t h2d, d2h;
-    duplex(&b, &h2d, &d2h); /* SIMCUDA_DUPLEX_GBPS=110: no contention */
+    uint64_t h2d, d2h, next;
+    /* SIMCUDA_DUPLEX_GBPS=110 splits 35:53 (41.75 + 66.25); D2H is capped at its 55 alone and
+     * H2D gets the rest, 55: no contention. */
+    duplex_order(&b, false, &h2d, &d2h, &next);
     CHK_EQ(h2d, 1000000);
     CHK_EQ(d2h, 1000000);
+    CHK_EQ(next, 2000000);
     return 0;
 }
 
 static int c_duplex_narrow(void) {
     ctx_up();
     struct timing_bufs b = timing_setup();
-    uint64_t h2d, d2h;
-    duplex(&b, &h2d, &d2h); /* SIMCUDA_DUPLEX_GBPS=66: 11 GB/s left for the D2H copy */
-    CHK_EQ(h2d, 1000000);
-    CHK_EQ(d2h, 1800000);
+    uint64_t h2d, d2h, next;
+    /* SIMCUDA_DUPLEX_GBPS=66 splits in the proportion 35:53: 26.25 (H2D) + 39.75 (D2H). */
+    duplex_order(&b, false, &h2d, &d2h, &next);
+    struct duplex_model m = duplex_expect(COPY_BYTES, 55, 66.0 * 35 / 88, 66.0 * 53 / 88);
+    CHK_EQ(h2d, m.first);
+    CHK_EQ(d2h, m.second);
+    CHK_EQ(next, m.first_engine + ns_at(COPY_BYTES, 55));
+    return 0;
+}
+
+/* SIMCUDA_COSTS sets the per-direction duplex rates: link.h2d_duplex 20, link.d2h_duplex 50 */
+static int c_duplex_file(void) {
+    ctx_up();
+    struct timing_bufs b = timing_setup();
+    uint64_t h2d, d2h, next;
+    duplex_order(&b, false, &h2d, &d2h, &next);
+    struct duplex_model m = duplex_expect(COPY_BYTES, 55, 20, 50);
+    CHK_EQ(h2d, m.first);
+    CHK_EQ(d2h, m.second);
+    CHK_EQ(next, m.first_engine + ns_at(COPY_BYTES, 55));
     return 0;
 }
 
@@ -562,6 +630,15 @@ static void test_timing(void **state) {
     run_child("duplex_wide", c_duplex_wide, wide);
     const char *narrow[] = {"SIMCUDA_DUPLEX_GBPS=66", NULL};
     run_child("duplex_narrow", c_duplex_narrow, narrow);
+    char path[512], env[600];
+    snprintf(path, sizeof path, "%s/duplex-costs.txt", report_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("# per-direction duplex rates\nlink.h2d_duplex 20\nlink.d2h_duplex 50\n", f);
+    fclose(f);
+    snprintf(env, sizeof env, "SIMCUDA_COSTS=%s", path);
+    const char *file[] = {env, NULL};
+    run_child("duplex_file", c_duplex_file, file);
 }
 
 /* ------------------------------------------------------------------ pageable memory and the host

@@ -1,0 +1,299 @@
+/* The cost table, the SIMCUDA_COSTS file and the charge each call makes on the host clock.
+ *
+ * Why a table and not per-call constants: a GPU run (tests/gpu) measures every row and writes a
+ * cost file, so one file recalibrates every simulated figure; the file's format is a contract
+ * shared with that kit (docs/simcuda.md, "Cost file"). Each built-in value cites its source in
+ * docs/simcuda.md, "Costs". */
+#include "sim.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cost {
+    double fixed_ns, per_mib_ns;
+    bool set; /* false: the `default` row's value for the same location applies */
+};
+
+struct row_def {
+    const char *name;
+    bool own; /* has built-in figures of its own (else inherits `default`) */
+    struct cost device, host;
+};
+
+#define OWN(name, df, dm, hf, hm)                                                                  \
+    {                                                                                              \
+        name, true, {df, dm, true}, {                                                              \
+            hf, hm, true                                                                           \
+        }                                                                                          \
+    }
+#define INHERIT(name)                                                                              \
+    {                                                                                              \
+        name, false, {0, 0, false}, {                                                              \
+            0, 0, false                                                                            \
+        }                                                                                          \
+    }
+
+/* The table. Figures per call, in ns (fixed, per MiB), for device-located and host-located
+ * memory; sources in docs/simcuda.md. cuMemHostAlloc and cuMemFreeHost always act on host
+ * memory: both columns hold the host figure. The `default` row's fixed cost is SIMCUDA_LAUNCH_NS
+ * (filled in at load). */
+static const struct row_def rows[SIM_COST_ROWS] = {
+    [SIM_COST_DEFAULT] = OWN("default", 2500, 0, 2500, 0),
+    [SIM_COST_MEM_CREATE] = OWN("cuMemCreate", 30000, 0, 100000, 115000),
+    [SIM_COST_MEM_MAP] = OWN("cuMemMap", 2000, 0, 6000, 0),
+    [SIM_COST_MEM_SET_ACCESS] = OWN("cuMemSetAccess", 40000, 0, 98000, 9000),
+    [SIM_COST_MEM_UNMAP] = OWN("cuMemUnmap", 30000, 0, 57000, 1200),
+    [SIM_COST_MEM_RELEASE] = OWN("cuMemRelease", 23000, 0, 0, 23000),
+    [SIM_COST_MEM_HOST_ALLOC] = OWN("cuMemHostAlloc", 100000, 115000, 100000, 115000),
+    [SIM_COST_MEM_FREE_HOST] = OWN("cuMemFreeHost", 0, 23000, 0, 23000),
+    [SIM_COST_MEM_HOST_REGISTER] = INHERIT("cuMemHostRegister"),
+    [SIM_COST_MEM_HOST_UNREGISTER] = INHERIT("cuMemHostUnregister"),
+    [SIM_COST_MEM_ALLOC] = INHERIT("cuMemAlloc"),
+    [SIM_COST_MEM_FREE] = INHERIT("cuMemFree"),
+    [SIM_COST_MEM_ALLOC_ASYNC] = INHERIT("cuMemAllocAsync"),
+    [SIM_COST_MEM_FREE_ASYNC] = INHERIT("cuMemFreeAsync"),
+    [SIM_COST_MEM_ADDRESS_RESERVE] = INHERIT("cuMemAddressReserve"),
+    [SIM_COST_MEM_ADDRESS_FREE] = INHERIT("cuMemAddressFree"),
+    [SIM_COST_LAUNCH_KERNEL] = INHERIT("cuLaunchKernel"),
+    [SIM_COST_GRAPH_LAUNCH] = INHERIT("cuGraphLaunch"),
+    [SIM_COST_MEMCPY] = INHERIT("cuMemcpy"),
+    [SIM_COST_MEMCPY_ASYNC] = INHERIT("cuMemcpyAsync"),
+    [SIM_COST_EVENT_RECORD] = INHERIT("cuEventRecord"),
+    [SIM_COST_EVENT_QUERY] = INHERIT("cuEventQuery"),
+    [SIM_COST_EVENT_SYNCHRONIZE] = INHERIT("cuEventSynchronize"),
+    [SIM_COST_STREAM_WAIT_EVENT] = INHERIT("cuStreamWaitEvent"),
+    [SIM_COST_STREAM_SYNCHRONIZE] = INHERIT("cuStreamSynchronize"),
+    [SIM_COST_STREAM_QUERY] = INHERIT("cuStreamQuery"),
+    [SIM_COST_CTX_SYNCHRONIZE] = INHERIT("cuCtxSynchronize"),
+};
+#undef OWN
+#undef INHERIT
+
+/* PCIe Gen5 x16 (docs/simcuda.md, "Costs"). */
+static const struct sim_link builtin_link = {
+    .h2d = 55, .d2h = 55, .h2d_duplex = 35, .d2h_duplex = 53, .zerocopy = 35, .hbm = 4300};
+
+static struct cost table[SIM_COST_ROWS][2];
+static struct sim_link link;
+
+struct link_field {
+    const char *name;
+    size_t offset;
+};
+
+static const struct link_field link_fields[] = {
+    {"h2d", offsetof(struct sim_link, h2d)},
+    {"d2h", offsetof(struct sim_link, d2h)},
+    {"h2d_duplex", offsetof(struct sim_link, h2d_duplex)},
+    {"d2h_duplex", offsetof(struct sim_link, d2h_duplex)},
+    {"zerocopy", offsetof(struct sim_link, zerocopy)},
+    {"hbm", offsetof(struct sim_link, hbm)},
+};
+#define NLINK (sizeof link_fields / sizeof link_fields[0])
+
+const char *sim_cost_name(enum sim_cost_row row) {
+    return rows[row].name;
+}
+
+const struct sim_link *sim_link(void) {
+    return &link;
+}
+
+uint64_t sim_cost_ns(enum sim_cost_row row, enum sim_where where, uint64_t bytes) {
+    const struct cost *c = &table[row][where];
+    if (!c->set) c = &table[SIM_COST_DEFAULT][where];
+    double ns = c->fixed_ns + c->per_mib_ns * ((double)bytes / (double)(1u << 20));
+    return (uint64_t)llround(ns);
+}
+
+/* ------------------------------------------------------------------ charging */
+
+static _Thread_local struct {
+    bool set;
+    enum sim_cost_row row;
+    enum sim_where where;
+    uint64_t bytes;
+} pending;
+
+void sim_bill(enum sim_cost_row row, enum sim_where where, uint64_t bytes) {
+    pending.set = true;
+    pending.row = row;
+    pending.where = where;
+    pending.bytes = bytes;
+}
+
+void sim_charge_pending(void) {
+    uint64_t ns = pending.set ? sim_cost_ns(pending.row, pending.where, pending.bytes)
+                              : sim_cost_ns(SIM_COST_DEFAULT, SIM_AT_DEVICE, 0);
+    pending.set = false;
+    atomic_fetch_add_explicit(&sim.host_ns, ns, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ the cost file */
+
+/* A finite, non-negative decimal number: digits, one point, an exponent; nothing else (no sign,
+ * no hex, no inf or nan). */
+static bool parse_number(const char *tok, double *out) {
+    if (tok == NULL || !(isdigit((unsigned char)tok[0]) || tok[0] == '.')) return false;
+    for (const char *p = tok; *p != '\0'; p++)
+        if (!isdigit((unsigned char)*p) && *p != '.' && *p != 'e' && *p != 'E' && *p != '+' &&
+            *p != '-')
+            return false;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(tok, &end);
+    if (errno != 0 || end == tok || *end != '\0' || !isfinite(v) || v < 0) return false;
+    *out = v;
+    return true;
+}
+
+static int find_row(const char *name) {
+    for (int i = 0; i < SIM_COST_ROWS; i++)
+        if (strcmp(rows[i].name, name) == 0) return i;
+    return -1;
+}
+
+static void refuse(const char *path, int line, const char *what) {
+    fprintf(stderr, "simcuda: SIMCUDA_COSTS=%s line %d: %s\n", path, line, what);
+}
+
+/* The expected-name part of the message for an unknown row: every name the file may use. */
+static void expected_names(char *buf, size_t cap) {
+    size_t n =
+        (size_t)snprintf(buf, cap, "expected call.<entry>[.device|.host] with <entry> one of");
+    for (int i = 0; i < SIM_COST_ROWS && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, " %s", rows[i].name);
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, ", or link.<field> with <field> one of");
+    for (size_t i = 0; i < NLINK && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, " %s", link_fields[i].name);
+}
+
+/* One line (comment already cut): applies it, or prints why not and returns false. */
+static bool apply_line(const char *path, int lineno, char *line) {
+    char *save = NULL;
+    char *name = strtok_r(line, " \t\r\n", &save);
+    if (name == NULL) return true; /* blank */
+    char *v1 = strtok_r(NULL, " \t\r\n", &save);
+    char *v2 = strtok_r(NULL, " \t\r\n", &save);
+    char *extra = strtok_r(NULL, " \t\r\n", &save);
+    char msg[1024];
+    if (strncmp(name, "link.", 5) == 0) {
+        for (size_t i = 0; i < NLINK; i++) {
+            if (strcmp(name + 5, link_fields[i].name) != 0) continue;
+            double v = 0;
+            if (v1 == NULL || v2 != NULL || !parse_number(v1, &v) || v <= 0) {
+                snprintf(msg, sizeof msg, "%s: expected one positive rate in GB/s", name);
+                refuse(path, lineno, msg);
+                return false;
+            }
+            *(double *)(void *)((char *)&link + link_fields[i].offset) = v;
+            return true;
+        }
+    } else if (strncmp(name, "call.", 5) == 0) {
+        char entry[128];
+        snprintf(entry, sizeof entry, "%s", name + 5);
+        int where = -1; /* -1: both */
+        char *dot = strchr(entry, '.');
+        bool where_ok = true;
+        if (dot != NULL) {
+            *dot = '\0';
+            if (strcmp(dot + 1, "device") == 0)
+                where = SIM_AT_DEVICE;
+            else if (strcmp(dot + 1, "host") == 0)
+                where = SIM_AT_HOST;
+            else
+                where_ok = false;
+        }
+        int row = where_ok ? find_row(entry) : -1;
+        if (row >= 0) {
+            double fixed = 0, per_mib = 0;
+            if (v1 == NULL || extra != NULL || !parse_number(v1, &fixed) ||
+                (v2 != NULL && !parse_number(v2, &per_mib))) {
+                snprintf(msg, sizeof msg,
+                         "%s: expected <fixed_ns> [<ns_per_MiB>], finite non-negative numbers",
+                         name);
+                refuse(path, lineno, msg);
+                return false;
+            }
+            for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++)
+                if (where < 0 || where == w) table[row][w] = (struct cost){fixed, per_mib, true};
+            return true;
+        }
+    }
+    char names[900];
+    expected_names(names, sizeof names);
+    snprintf(msg, sizeof msg, "unknown row \"%s\": %s", name, names);
+    refuse(path, lineno, msg);
+    return false;
+}
+
+static bool load_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "simcuda: SIMCUDA_COSTS=%s: cannot read the file (%s)\n", path,
+                strerror(errno));
+        return false;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int lineno = 0;
+    bool ok = true;
+    while (ok && getline(&line, &cap, f) >= 0) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash != NULL) *hash = '\0';
+        ok = apply_line(path, lineno, line);
+    }
+    free(line);
+    fclose(f);
+    return ok;
+}
+
+/* SIMCUDA_DUPLEX_GBPS (both directions together, the older variable) splits into the two
+ * per-direction duplex rates in the proportion of those in force, each at most its direction's
+ * rate alone; what one direction cannot use goes to the other. */
+static void split_duplex(double total) {
+    double sum = link.h2d_duplex + link.d2h_duplex;
+    double h = total * link.h2d_duplex / sum, d = total * link.d2h_duplex / sum;
+    if (h > link.h2d) {
+        h = link.h2d;
+        d = fmin(link.d2h, total - h);
+    } else if (d > link.d2h) {
+        d = link.d2h;
+        h = fmin(link.h2d, total - d);
+    }
+    link.h2d_duplex = h;
+    link.d2h_duplex = d;
+}
+
+bool sim_costs_load(struct sim_config *cfg) {
+    for (int i = 0; i < SIM_COST_ROWS; i++) {
+        table[i][SIM_AT_DEVICE] = rows[i].device;
+        table[i][SIM_AT_HOST] = rows[i].host;
+    }
+    link = builtin_link;
+    for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++)
+        table[SIM_COST_DEFAULT][w].fixed_ns = (double)cfg->launch_ns;
+    const char *path = getenv("SIMCUDA_COSTS");
+    if (path != NULL && *path != '\0' && !load_file(path)) return false;
+    /* Explicitly set variables win over the file: a test or benchmark that names one means it. */
+    if (getenv("SIMCUDA_LAUNCH_NS") != NULL) {
+        for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++)
+            table[SIM_COST_DEFAULT][w] = (struct cost){(double)cfg->launch_ns, 0, true};
+    }
+    if (getenv("SIMCUDA_H2D_GBPS") != NULL) link.h2d = cfg->h2d_gbps;
+    if (getenv("SIMCUDA_D2H_GBPS") != NULL) link.d2h = cfg->d2h_gbps;
+    if (getenv("SIMCUDA_HBM_GBPS") != NULL) link.hbm = cfg->hbm_gbps;
+    if (getenv("SIMCUDA_DUPLEX_GBPS") != NULL) split_duplex(cfg->duplex_gbps);
+    /* The rest of the simulator reads these. */
+    cfg->launch_ns = (uint64_t)llround(table[SIM_COST_DEFAULT][SIM_AT_DEVICE].fixed_ns);
+    cfg->h2d_gbps = link.h2d;
+    cfg->d2h_gbps = link.d2h;
+    cfg->hbm_gbps = link.hbm;
+    cfg->duplex_gbps = link.h2d_duplex + link.d2h_duplex;
+    return true;
+}
