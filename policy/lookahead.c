@@ -79,7 +79,16 @@ struct ho_lookahead {
     struct u64map born, dies; /* role key -> launches seen when it was allocated / freed, + 1 */
     uint64_t alloc_gen;       /* bumped when a step's allocations start afresh */
     uint64_t budget;          /* device bytes buffers may keep (UINT64_MAX: none) */
-    struct use *rec;          /* this step's uses, as they happen */
+    /* What the engine names by address (a buffer's id, a launch's function, an allocation
+     * site's return addresses) differs from run to run (address-space randomisation, heap
+     * reuse under threads). Keys, hashes and every order the plan breaks ties by are made from
+     * these ordinals instead, numbered by first appearance: the same event stream gives the
+     * same decisions every time, whatever the addresses (tests/unit/test_lookahead.c). */
+    struct u64map sig_ord;  /* launch signature -> ordinal + 1 */
+    struct u64map site_ord; /* allocation site -> ordinal + 1 */
+    uint64_t nsig, nsite;
+    uint64_t serial; /* allocations seen: a buffer that outlives steps is keyed by it */
+    struct use *rec; /* this step's uses, as they happen */
     size_t nrec, caprec;
     struct pattern pat;
 };
@@ -125,6 +134,8 @@ void ho_la_destroy(struct ho_lookahead *la) {
     u64map_free(&la->site_count);
     u64map_free(&la->born);
     u64map_free(&la->dies);
+    u64map_free(&la->sig_ord);
+    u64map_free(&la->site_ord);
     pattern_clear(&la->pat);
     u64map_free(&la->pat.first);
     u64map_free(&la->pat.evict_at);
@@ -138,6 +149,15 @@ static unsigned doublings(const struct ho_lookahead *la, uint64_t key) {
     return u64map_get(&la->late, key, &v) ? (unsigned)v : 0;
 }
 
+/* The ordinal of `v` in `map` (numbered by first appearance, from 1); 0 when out of memory (a
+ * forgotten name costs a decision, never correctness). */
+static uint64_t ordinal(struct u64map *map, uint64_t *count, uint64_t v) {
+    uint64_t o;
+    if (u64map_get(map, v, &o)) return o;
+    if (!u64map_put(map, v, *count + 1)) return 0;
+    return ++*count;
+}
+
 /* The lead in launches, used while kernel durations are unknown: the first lead, doubled per
  * late restore, at most a quarter of a step. */
 static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
@@ -147,7 +167,9 @@ static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
 }
 
 void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t site) {
-    uint64_t key = id;
+    /* Outside a step: the buffer's own serial (the allocation order, never its address). */
+    uint64_t key = ++la->serial & ~ROLE_BIT;
+    site = site != 0 ? ordinal(&la->site_ord, &la->nsite, site) : 0;
     if (la->period != 0 && la->launches >= la->anchor) {
         /* Inside a known step: the buffer is the step's n-th allocation of this size from this
          * site. A step begins with its first launch's index; allocations made after the last
@@ -464,6 +486,7 @@ void ho_la_step(struct ho_lookahead *la) {
 void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
                   struct ho_policy_actions *out) {
     out->nevict = out->nrestore = 0;
+    func = ordinal(&la->sig_ord, &la->nsig, func);
     if (!la->marker_mode) detect(la, func);
     uint64_t i = la->launches++;
     if (la->period == 0 || i < la->anchor) return;
