@@ -1,5 +1,6 @@
-/* The engine's arena: per-device setup (context, copy streams, handle properties), address ranges
- * for buffers and copy windows, pinned host slots and events, each reused rather than recreated.
+/* The engine's arena: per-device setup (context, copy streams, handle properties, granularity),
+ * address ranges for buffers and copy windows and events, each reused rather than recreated
+ * (pinned host slots: pool_host.c; pooled device memory: pool_device.c).
  * Callers hold eng.lock. */
 #include "engine_internal.h"
 
@@ -45,6 +46,16 @@ static bool choose_host_location(CUdevice dev, CUmemLocation *loc) {
     return false;
 }
 
+static uint64_t lcm(uint64_t a, uint64_t b) {
+    uint64_t x = a, y = b;
+    while (y != 0) {
+        uint64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return a / x * b;
+}
+
 bool ho_dev_setup(int device) {
     HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = &eng.dev[device];
@@ -80,6 +91,19 @@ bool ho_dev_setup(int device) {
         gran == 0)
         return false;
     if (gran > eng.granule) eng.granule = gran;
+    if (host_vmm) {
+        /* Host-located handles have their own granularity (the host's page size the driver pins
+         * in): a buffer's span must suit both locations, since it maps either. Asked, never
+         * assumed. */
+        size_t host_gran = 0;
+        if (ho_real.cuMemGetAllocationGranularity(
+                &host_gran, &d->host_prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+            host_gran == 0) {
+            if (eng.backend == HO_BACKEND_VMM) return false;
+        } else {
+            eng.granule = lcm(eng.granule, host_gran);
+        }
+    }
     ho_ctx_push(d);
     bool ok = true;
     for (int q = 0; q < HO_NQUEUES && ok; q++)
@@ -159,74 +183,9 @@ void ho_va_put(CUdeviceptr va, uint64_t span) {
     eng.va_pool = r;
 }
 
-bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
-               int device) {
-    (void)d;
-    if (ho_real.cuMemMap(va, span, 0, h, 0) != CUDA_SUCCESS) return false;
-    CUmemAccessDesc rw = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
-                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    if (ho_real.cuMemSetAccess(va, span, &rw, 1) != CUDA_SUCCESS) {
-        ho_real.cuMemUnmap(va, span);
-        return false;
-    }
-    return true;
-}
-
 void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped) {
     HO_ASSERT_HELD(&eng.lock);
     if (mapped) ho_real.cuMemUnmap(va, span);
     if (va != 0) ho_va_put(va, span);
     if (h != 0) ho_real.cuMemRelease(h);
-}
-
-/* Host memory held stays within 1.05x of what buffers use: past that, returned slots are
- * released instead of pooled. */
-static bool pool_has_room(uint64_t span) {
-    return (eng.host_pooled + span) * 20 <= eng.host_used + eng.host_pooled + span;
-}
-
-struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
-    HO_ASSERT_HELD(&eng.lock);
-    for (struct ho_host_slot **pp = &eng.host_pool; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->span == span) {
-            struct ho_host_slot *s = *pp;
-            *pp = s->next;
-            eng.host_pooled -= span;
-            eng.host_used += span;
-            return s;
-        }
-    }
-    if (eng.host_used + eng.host_pooled + span > eng.host_limit) return NULL;
-    struct ho_host_slot *s = calloc(1, sizeof *s);
-    if (s == NULL) return NULL;
-    s->span = span;
-    int device = (int)(d - eng.dev);
-    if (ho_real.cuMemCreate(&s->handle, span, &d->host_prop, 0) != CUDA_SUCCESS) {
-        free(s);
-        return NULL;
-    }
-    s->window = ho_va_get(span);
-    if (s->window == 0 || !ho_map_rw(d, s->window, span, s->handle, device)) {
-        if (s->window != 0) ho_va_put(s->window, span);
-        ho_real.cuMemRelease(s->handle);
-        free(s);
-        return NULL;
-    }
-    eng.host_used += span;
-    return s;
-}
-
-void ho_host_slot_put(struct ho_host_slot *s) {
-    HO_ASSERT_HELD(&eng.lock);
-    eng.host_used -= s->span;
-    if (pool_has_room(s->span)) {
-        s->next = eng.host_pool;
-        eng.host_pool = s;
-        eng.host_pooled += s->span;
-        return;
-    }
-    ho_real.cuMemUnmap(s->window, s->span);
-    ho_va_put(s->window, s->span);
-    ho_real.cuMemRelease(s->handle);
-    free(s);
 }

@@ -11,7 +11,8 @@
 
 static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *stall) {
     CUresult rc;
-    if (eng.backend == HO_BACKEND_VMM && ho_cache_take(d, m->span, &m->va, &m->dev)) {
+    if (eng.backend == HO_BACKEND_VMM &&
+        ho_cache_take(d, m->span, &m->va, &m->dev, &m->dev_window)) {
         /* Same size as a freed buffer: its memory, still mapped and already counted as
          * resident, serves at once. */
         ho_device_bytes((int64_t)m->span);
@@ -19,6 +20,11 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *s
     }
     enum ho_room room = ho_make_room(d, m->span, NULL, 0, stall);
     if (room == HO_ROOM_NONE) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (eng.backend == HO_BACKEND_VMM &&
+        ho_cache_take(d, m->span, &m->va, &m->dev, &m->dev_window)) {
+        ho_device_bytes((int64_t)m->span); /* an eviction made room by pooling this chunk */
+        goto ready;
+    }
     ho_ctx_push(d);
     if (eng.backend == HO_BACKEND_VMM) {
         rc = ho_create_device_handle(d, m->span, &m->dev, stall);

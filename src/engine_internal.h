@@ -49,12 +49,15 @@ struct ho_host_slot {
 
 struct ho_transition;
 
-/* Device memory of a freed buffer, still mapped at its address, kept for the next allocation of
- * the same size: an allocation/free pair costs no driver call. Counted as resident (it holds
- * device memory) and the first thing given up under pressure. */
+/* Pooled device memory (pool_device.c): a handle no buffer holds, still mapped with device
+ * access at va (a freed buffer's address, or a copy window) and perhaps at a second window, kept
+ * for the next allocation or restore of the same size: an allocation/free pair or a restore costs
+ * no create. Counted as resident (it holds device memory) and the first thing given up under
+ * pressure. */
 struct ho_cached {
     CUdeviceptr va;
     CUmemGenericAllocationHandle dev;
+    CUdeviceptr window; /* 0, or a second mapping of dev */
     uint64_t span;
     struct ho_cached *next;
 };
@@ -83,8 +86,10 @@ struct ho_managed {
     int nuse_events;
     CUevent use_events[HO_MAX_USERS]; /* uses on per-thread default streams, recorded at once */
     CUmemGenericAllocationHandle dev; /* device handle while it holds the bytes */
-    struct ho_host_slot *host;        /* host copy while it holds the bytes */
-    struct ho_transition *tr;         /* the move in flight, if any */
+    CUdeviceptr dev_window;    /* 0, or a second mapping of dev (the window it was restored through:
+                                  it goes back to the pool with dev, ready as a copy target) */
+    struct ho_host_slot *host; /* host copy while it holds the bytes */
+    struct ho_transition *tr;  /* the move in flight, if any */
     bool pinned;
     bool free_requested;    /* freed while a move was in flight */
     bool wanted;            /* on its device's prefetch queue, waiting for room */
@@ -219,15 +224,40 @@ void ho_event_put(struct ho_dev *d, CUevent e);
 CUresult ho_event_record(CUevent e, CUstream s, bool per_thread);
 CUdeviceptr ho_va_get(uint64_t span);
 void ho_va_put(CUdeviceptr va, uint64_t span);
-bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
-               int device);
 /* Undoes a mapping of the engine's own, as far as it got: unmaps [va, va + span) when `mapped`,
  * returns the range (va 0: none was had) and releases handle h (0: none, or it lives on). */
 void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped);
-struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
-void ho_host_slot_put(struct ho_host_slot *s);
 void ho_ctx_push(struct ho_dev *d);
 void ho_ctx_pop(void);
+
+/* engine_remap.c (eng.lock held, context current): map [va, va + span) to h with device
+ * access, each call retried (false: left unmapped); remap m's address from handle `from` to `to`
+ * (both hold its bytes): done, kept on `from` (rolled back), or lost (the driver refused every
+ * mapping of both, each retried: the address is unmapped and the caller must not move m again). */
+enum ho_remap { HO_REMAP_DONE, HO_REMAP_KEPT, HO_REMAP_LOST };
+bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
+               int device);
+enum ho_remap ho_remap(struct ho_managed *m, CUmemGenericAllocationHandle to,
+                       CUmemGenericAllocationHandle from);
+
+/* pool_host.c (eng.lock held): a pinned host slot of `span` bytes (NULL: HOSTOFF_HOST_LIMIT or
+ * the driver refused); give one back to the pool.
+ * pool_device.c (eng.lock held): whether a pooled chunk of exactly `span` bytes is there; whether
+ * `span` more bytes fit the budget, counting such a chunk as room; give pooled memory back until
+ * `need` fits under `limit` (keeping a chunk of exactly `need`); take a chunk of `span` (its
+ * address, handle and second window, if any); take one as a copy target (one mapping, *window);
+ * pool a chunk (false: not kept, the caller releases it). */
+struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
+void ho_host_slot_put(struct ho_host_slot *s);
+bool ho_cache_has(const struct ho_dev *d, uint64_t span);
+bool ho_room_for(const struct ho_dev *d, uint64_t span);
+void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit);
+bool ho_cache_take(struct ho_dev *d, uint64_t span, CUdeviceptr *va,
+                   CUmemGenericAllocationHandle *dev, CUdeviceptr *window);
+bool ho_cache_take_window(struct ho_dev *d, uint64_t span, CUmemGenericAllocationHandle *dev,
+                          CUdeviceptr *window);
+bool ho_cache_put(struct ho_dev *d, CUdeviceptr va, CUmemGenericAllocationHandle dev,
+                  CUdeviceptr window, uint64_t span);
 
 /* engine_uses.c: the issuing section and the use lists (the protocol in engine.h). Wait until no
  * thread is issuing a call that may have seen a state from before now (eng.lock held, after a
@@ -263,9 +293,6 @@ bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, 
 enum ho_room { HO_ROOM_OK, HO_ROOM_OVER_LIMIT, HO_ROOM_NONE };
 void ho_device_bytes(int64_t delta);
 void ho_note_host_peak(void);
-void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit);
-bool ho_cache_take(struct ho_dev *d, uint64_t span, CUdeviceptr *va,
-                   CUmemGenericAllocationHandle *dev);
 size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                     int nprotect, uint64_t beyond, bool *host_full);
 enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,

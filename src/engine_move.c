@@ -81,20 +81,31 @@ bool ho_start_evict(struct ho_managed *m) {
     return true;
 }
 
-/* Maps va to handle h with device access; on failure maps `fallback` back (the handle that still
- * holds the bytes). */
-static bool remap(struct ho_managed *m, CUmemGenericAllocationHandle h,
-                  CUmemGenericAllocationHandle fallback) {
+/* The device chunk m leaves behind after an eviction goes to the pool, mapped at the window it
+ * came through (or, the first time, a new one: two calls once per chunk, none per move after);
+ * released when it cannot be pooled. Still counted as resident, now as pooled. */
+static void pool_evicted_chunk(struct ho_dev *d, struct ho_managed *m) {
     HO_ASSERT_HELD(&eng.lock);
-    struct ho_dev *d = dev_of(m);
-    if (ho_real.cuMemUnmap(m->va, m->span) != CUDA_SUCCESS) return false;
-    if (ho_map_rw(d, m->va, m->span, h, m->device)) return true;
-    if (!ho_map_rw(d, m->va, m->span, fallback, m->device))
-        ho_log(HO_LOG_ERROR,
-               "cannot map a buffer back at %#llx: its bytes are safe in handle %#llx "
-               "but the address is unmapped",
-               (unsigned long long)m->va, (unsigned long long)fallback);
-    return false;
+    CUdeviceptr window = m->dev_window;
+    if (window == 0) {
+        window = ho_va_get(m->span);
+        if (window != 0 && !ho_map_rw(d, window, m->span, m->dev, m->device)) {
+            ho_va_put(window, m->span);
+            window = 0;
+        }
+    }
+    if (window == 0 || !ho_cache_put(d, window, m->dev, 0, m->span)) {
+        ho_range_drop(window, m->span, m->dev, window != 0);
+        d->resident -= m->span;
+    }
+    m->dev = 0;
+    m->dev_window = 0;
+}
+
+/* A remap the driver refused every way: m's address maps nothing; it may never move again, and
+ * both handles stay (their bytes are the buffer's). */
+static void remap_lost(struct ho_managed *m) {
+    m->pinned = true;
 }
 
 static void complete_evict(struct ho_transition *tr) {
@@ -108,16 +119,27 @@ static void complete_evict(struct ho_transition *tr) {
         return;
     }
     if (eng.backend == HO_BACKEND_VMM) {
-        if (!remap(m, tr->host->handle, m->dev)) {
+        enum ho_remap r = ho_remap(m, tr->host->handle, m->dev);
+        if (r != HO_REMAP_DONE) {
+            /* Rolled back: the address still maps the device copy. The buffer stays put from now
+             * on (pass-through for it): the driver refuses its moves. */
             atomic_store(&m->state, HO_RESIDENT);
+            if (r == HO_REMAP_LOST)
+                remap_lost(m);
+            else
+                m->pinned = true;
             ho_host_slot_put(tr->host);
+            ho_log(HO_LOG_WARN,
+                   "a %llu-byte buffer could not be remapped to host memory: it "
+                   "stays on the device",
+                   (unsigned long long)m->size);
             return;
         }
-        ho_real.cuMemRelease(m->dev);
-        m->dev = 0;
+        pool_evicted_chunk(d, m);
         m->host = tr->host;
+    } else {
+        d->resident -= m->span;
     }
-    d->resident -= m->span;
     ho_device_bytes(-(int64_t)m->span);
     atomic_store(&m->state, HO_HOST);
     ho_count(&ho_stats.counts_evictions, 1);
@@ -141,20 +163,34 @@ static void complete_restore(struct ho_transition *tr) {
     ho_timing_drop(d, tr->timed[0]);
     ho_timing_drop(d, tr->timed[1]);
     bool ok = atomic_load(&m->state) == HO_RESTORING;
-    if (ok && eng.backend == HO_BACKEND_VMM) ok = remap(m, tr->dev, m->host->handle);
+    if (ok && eng.backend == HO_BACKEND_VMM) {
+        enum ho_remap r = ho_remap(m, tr->dev, m->host->handle);
+        if (r != HO_REMAP_DONE) {
+            /* Rolled back: the address still maps the host copy; it stays there. */
+            m->pinned = true;
+            if (r == HO_REMAP_LOST) remap_lost(m);
+            ho_log(HO_LOG_WARN,
+                   "a %llu-byte buffer could not be remapped to device memory: it "
+                   "stays in host memory",
+                   (unsigned long long)m->size);
+            ok = false;
+        }
+    }
     if (!ok) { /* cancelled, or the remap failed: the host copy is current */
-        if (eng.backend == HO_BACKEND_VMM) ho_range_drop(tr->window, m->span, tr->dev, true);
-        d->resident -= m->span;
+        if (eng.backend != HO_BACKEND_VMM || !ho_cache_put(d, tr->window, tr->dev, 0, m->span)) {
+            if (eng.backend == HO_BACKEND_VMM) ho_range_drop(tr->window, m->span, tr->dev, true);
+            d->resident -= m->span;
+        }
         ho_device_bytes(-(int64_t)m->span);
         atomic_store(&m->state, HO_HOST);
         ho_trace_move(HO_MOVE_RESTORE, m->id, m->span, tr->start_ns, true);
         return;
     }
     if (eng.backend == HO_BACKEND_VMM) {
-        ho_range_drop(tr->window, m->span, 0, true); /* the handle now backs m itself */
         ho_host_slot_put(m->host);
         m->host = NULL;
         m->dev = tr->dev;
+        m->dev_window = tr->window; /* kept: the chunk's copy window when it goes back */
     }
     atomic_store(&m->state, HO_RESIDENT);
     ho_count(&ho_stats.counts_restores, 1);
@@ -173,12 +209,13 @@ static void complete_free(struct ho_transition *tr) {
         on_device && eng.backend == HO_BACKEND_VMM && m->dev != 0 ? malloc(sizeof *c) : NULL;
     if (c != NULL) {
         /* Keep the mapped device memory for the next allocation of this size. */
-        *c = (struct ho_cached){m->va, m->dev, m->span, d->cache};
+        *c = (struct ho_cached){m->va, m->dev, m->dev_window, m->span, d->cache};
         d->cache = c;
         d->cached += m->span;
         ho_device_bytes(-(int64_t)m->span);
     } else if (eng.backend == HO_BACKEND_VMM) {
         if (m->host != NULL) ho_host_slot_put(m->host);
+        if (m->dev_window != 0) ho_range_drop(m->dev_window, m->span, 0, true);
         ho_range_drop(m->va, m->span, m->dev, true);
     } else {
         ho_real.cuMemFree_v2(m->va);
@@ -306,7 +343,10 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
     tr->m = m;
     ho_ctx_push(d);
     CUresult rc = CUDA_SUCCESS;
-    if (eng.backend == HO_BACKEND_VMM) {
+    if (eng.backend == HO_BACKEND_VMM && ho_cache_take_window(d, m->span, &tr->dev, &tr->window)) {
+        /* A pooled chunk, already mapped at a window and counted as resident: no driver call. */
+        d->resident -= m->span; /* counted again below, as the buffer's */
+    } else if (eng.backend == HO_BACKEND_VMM) {
         rc = ho_create_device_handle(d, m->span, &tr->dev, &stall);
         if (rc == CUDA_SUCCESS) {
             tr->window = ho_va_get(m->span);
@@ -338,7 +378,10 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
     if (rc != CUDA_SUCCESS) {
         ho_timing_drop(d, tr->timed[0]);
         atomic_store(&m->state, HO_HOST);
-        if (eng.backend == HO_BACKEND_VMM) ho_range_drop(tr->window, m->span, tr->dev, true);
+        if (eng.backend == HO_BACKEND_VMM && ho_cache_put(d, tr->window, tr->dev, 0, m->span))
+            d->resident += m->span; /* pooled, counted as resident again */
+        else if (eng.backend == HO_BACKEND_VMM)
+            ho_range_drop(tr->window, m->span, tr->dev, true);
         ho_ctx_pop();
         free(tr);
         *stall_out += stall;

@@ -149,8 +149,8 @@ void ho_want_start(struct ho_dev *d) {
         struct ho_managed *m = d->want[0];
         if (atomic_load(&m->state) == HO_HOST && m->tr == NULL) {
             /* Cached memory of freed buffers counts as resident: it gives way first. */
-            if (d->resident + m->span > d->budget) ho_cache_trim(d, m->span, d->budget);
-            if (d->resident + m->span > d->budget) {
+            if (!ho_room_for(d, m->span)) ho_cache_trim(d, m->span, d->budget);
+            if (!ho_room_for(d, m->span)) {
                 /* In order: wait for more room. Room is made by evicting buffers needed later
                  * than this one (furthest first), never by waiting: the evictions land, and
                  * progress starts this prefetch then. */

@@ -20,39 +20,6 @@ void ho_note_host_peak(void) {
     ho_peak(&ho_stats.bytes_peak_host, eng.host_used + eng.host_pooled);
 }
 
-/* Gives cached device memory back until `need` more bytes fit under `limit` (or the cache is
- * empty). eng.lock held. */
-void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit) {
-    HO_ASSERT_HELD(&eng.lock);
-    while (d->cache != NULL && d->resident + need > limit) {
-        struct ho_cached *c = d->cache;
-        d->cache = c->next;
-        ho_ctx_push(d);
-        ho_range_drop(c->va, c->span, c->dev, true);
-        ho_ctx_pop();
-        d->cached -= c->span;
-        d->resident -= c->span;
-        free(c);
-    }
-}
-
-/* Takes cached device memory of exactly `span` bytes, still mapped, or returns false. */
-bool ho_cache_take(struct ho_dev *d, uint64_t span, CUdeviceptr *va,
-                   CUmemGenericAllocationHandle *dev) {
-    HO_ASSERT_HELD(&eng.lock);
-    for (struct ho_cached **pp = &d->cache; *pp != NULL; pp = &(*pp)->next) {
-        struct ho_cached *c = *pp;
-        if (c->span != span) continue;
-        *pp = c->next;
-        *va = c->va;
-        *dev = c->dev;
-        d->cached -= span; /* still resident: it now holds the new buffer */
-        free(c);
-        return true;
-    }
-    return false;
-}
-
 static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *protect, int n) {
     for (int i = 0; i < n; i++)
         if (protect[i] == m) return true;
@@ -69,7 +36,8 @@ size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *p
     HO_ASSERT_HELD(&eng.lock);
     bool predicts = ho_predicting();
     size_t started = 0;
-    while (d->resident - d->evicting + need > d->budget && !*host_full) {
+    /* Pooled device memory does not count: it is given up before anything is evicted. */
+    while (d->resident - d->evicting - d->cached + need > d->budget && !*host_full) {
         size_t n = 0, cap = 0;
         for (struct ho_managed *m = eng.all; m != NULL; m = m->next)
             cap++;
@@ -89,7 +57,7 @@ size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *p
                 c[n] = (struct ho_policy_candidate){n, m->span, atomic_load(&m->last_use), next};
                 n++;
             }
-            uint64_t over = d->resident - d->evicting + need - d->budget;
+            uint64_t over = d->resident - d->evicting - d->cached + need - d->budget;
             k = ho_policy_victims(predicts ? HO_POLICY_FURTHEST : HO_POLICY_LRU, over, c, n,
                                   victims, n);
             for (size_t i = 0; i < k && !*host_full; i++) {
@@ -108,9 +76,10 @@ size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *p
     return started;
 }
 
-/* Makes `need` more bytes fit device d's budget: evicts, then waits for the copies that free the
- * memory. Moves in flight hold their buffers (they are no candidates): when nothing else is left,
- * wait for the oldest of them to land and try again. eng.lock held. */
+/* Makes `need` more bytes fit device d's budget (a pooled chunk of exactly `need` bytes is room:
+ * the caller takes it): evicts, then waits for the copies that free the memory. Moves in flight
+ * hold their buffers (they are no candidates): when nothing else is left, wait for the oldest of
+ * them to land and try again. eng.lock held. */
 enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                           int nprotect, uint64_t *stall) {
     HO_ASSERT_HELD(&eng.lock);
@@ -127,14 +96,15 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
         bool waited = false;
         /* Evictions first (they run at the link's pace), then frees (they wait for the device to
          * reach the buffers' last uses). */
-        while (d->resident + need > d->budget &&
+        while (!ho_room_for(d, need) &&
                (d->head[HO_Q_EVICT] != NULL || d->head[HO_Q_FREE] != NULL)) {
             int q = d->head[HO_Q_EVICT] != NULL ? HO_Q_EVICT : HO_Q_FREE;
             *stall += ho_wait_move(d->head[q]->m);
-            ho_cache_trim(d, need, d->budget); /* a completed free may have landed in the cache */
+            /* A completed move or free may have landed its memory in the pool. */
+            ho_cache_trim(d, need, d->budget);
             waited = true;
         }
-        if (d->resident + need <= d->budget) return HO_ROOM_OK;
+        if (ho_room_for(d, need)) return HO_ROOM_OK;
         if (host_full) break;
         /* Still short: moves that landed (a prefetch, or an eviction a use cancelled) left
          * candidates behind; go round again unless this round changed nothing. */
@@ -178,6 +148,7 @@ bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     d->budget = d->resident > need ? d->resident - need : 0;
     ho_make_room(d, need, NULL, 0, stall);
     d->budget = saved;
+    ho_cache_trim(d, UINT64_MAX / 2, 0); /* the evictions pooled their chunks: give them back */
     return d->resident < before;
 }
 

@@ -78,6 +78,9 @@ static const struct sim_link builtin_link = {
     .h2d = 55, .d2h = 55, .h2d_duplex = 35, .d2h_duplex = 53, .zerocopy = 35, .hbm = 4300};
 
 static struct cost table[SIM_COST_ROWS][2];
+/* Calls charged per row and location, for the report (the first column counts calls without a
+ * row of their own under `default`). */
+static _Atomic uint64_t calls[SIM_COST_ROWS][2];
 static struct sim_link link;
 
 struct link_field {
@@ -129,8 +132,16 @@ void sim_bill(enum sim_cost_row row, enum sim_where where, uint64_t bytes) {
 void sim_charge_pending(void) {
     uint64_t ns = pending.set ? sim_cost_ns(pending.row, pending.where, pending.bytes)
                               : sim_cost_ns(SIM_COST_DEFAULT, SIM_AT_DEVICE, 0);
+    if (pending.set)
+        atomic_fetch_add_explicit(&calls[pending.row][pending.where], 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&calls[SIM_COST_DEFAULT][SIM_AT_DEVICE], 1, memory_order_relaxed);
     pending.set = false;
     atomic_fetch_add_explicit(&sim.host_ns, ns, memory_order_relaxed);
+}
+
+uint64_t sim_cost_calls(enum sim_cost_row row, enum sim_where where) {
+    return atomic_load_explicit(&calls[row][where], memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ the cost file */

@@ -69,6 +69,9 @@ uint64_t sim_cost_ns(enum sim_cost_row row, enum sim_where where, uint64_t bytes
 void sim_bill(enum sim_cost_row row, enum sim_where where, uint64_t bytes);
 /* Charges the pending row (or `default`) on the host clock and clears it (state.c calls it). */
 void sim_charge_pending(void);
+/* Calls charged so far under `row` at `where` (calls without a row of their own count under
+ * `default`, device). */
+uint64_t sim_cost_calls(enum sim_cost_row row, enum sim_where where);
 /* The row name as a cost file spells it ("cuMemCreate"). */
 const char *sim_cost_name(enum sim_cost_row row);
 

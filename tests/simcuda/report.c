@@ -51,7 +51,7 @@ static void write_report(void) {
             "\"peak_device_bytes\": %llu, \"launches\": %llu, \"copies\": %llu, "
             "\"memsets\": %llu, \"bytes_h2d\": %llu, \"bytes_d2h\": %llu, \"bytes_d2d\": %llu, "
             "\"bytes_zerocopy\": %llu, \"first_illegal_address\": %llu, \"devices\": %d, "
-            "\"data\": \"%s\"}\n",
+            "\"data\": \"%s\", \"calls\": {",
             (unsigned long long)st.illegal_accesses, (unsigned long long)st.remote_accesses,
             (unsigned long long)st.hazards, (unsigned long long)st.managed_faults,
             (unsigned long long)now, (unsigned long long)peak, (unsigned long long)st.launches,
@@ -60,6 +60,18 @@ static void write_report(void) {
             (unsigned long long)st.bytes_d2d, (unsigned long long)st.bytes_zerocopy,
             (unsigned long long)st.first_illegal_addr, sim.ndevices,
             sim.cfg.data == SIM_DATA_SPARSE ? "sparse" : "full");
+    /* Calls by cost row and location ("cuMemCreate.host"), those made at least once. */
+    const char *sep = "";
+    for (int row = 0; row < SIM_COST_ROWS; row++) {
+        for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++) {
+            uint64_t n = sim_cost_calls((enum sim_cost_row)row, (enum sim_where)w);
+            if (n == 0) continue;
+            fprintf(f, "%s\"%s.%s\": %llu", sep, sim_cost_name((enum sim_cost_row)row),
+                    w == SIM_AT_HOST ? "host" : "device", (unsigned long long)n);
+            sep = ", ";
+        }
+    }
+    fprintf(f, "}}\n");
     if (fclose(f) != 0 || rename(tmp, sim.cfg.report) != 0) {
         fprintf(stderr, "simcuda: SIMCUDA_REPORT=%s: cannot write the report\n", sim.cfg.report);
         remove(tmp);

@@ -455,6 +455,14 @@ static void test_determinism(void **state) {
     /* Four host-located round trips of 8 MiB cost at least their creates. */
     assert_true(a > 4 * (long long)cost(CREATE_HOST, 8 * MiB));
     assert_int_equal(report("timeline_a", "bytes_zerocopy"), 4 * 8 * MiB);
+    /* The report counts the calls by row and location. */
+    assert_int_equal(report("timeline_a", "cuMemCreate.host"), 4);
+    assert_int_equal(report("timeline_a", "cuMemMap.host"), 4);
+    assert_int_equal(report("timeline_a", "cuMemSetAccess.host"), 4);
+    assert_int_equal(report("timeline_a", "cuMemUnmap.host"), 4);
+    assert_int_equal(report("timeline_a", "cuMemRelease.host"), 4);
+    assert_int_equal(report("timeline_a", "cuMemAlloc.device"), 2);
+    assert_int_equal(report("timeline_a", "cuMemcpyAsync.device"), 8);
 }
 
 int main(void) {
