@@ -313,6 +313,32 @@ static void addresses_do_not_change_decisions(void **state) {
     assert_memory_equal(a.at, c.at, a.n * sizeof a.at[0]);
 }
 
+/* A pattern whose step the launch sequence already showed repeating is acted on at once (the
+ * caching allocator's view: every buffer outlives the steps, so the first step known names them
+ * as the next ones will): the plan moves in the step right after the first one it knows, instead
+ * of waiting for a second alike step. */
+static void acts_on_the_first_step_it_knows(void **state) {
+    (void)state;
+    struct ho_lookahead *la = ho_la_create(2);
+    assert_non_null(la);
+    ho_la_alloc(la, 1, 64u << 20, 0); /* a segment used at the start and the end of a step */
+    ho_la_alloc(la, 2, 32u << 20, 0); /* one used throughout */
+    ho_la_set_budget(la, 80u << 20);
+    uint64_t first_known = 0, first_move = 0;
+    for (uint64_t s = 1; s <= 8 && first_move == 0; s++) {
+        for (int k = 0; k < 16; k++) {
+            uint64_t ids[2] = {2, 1};
+            struct ho_policy_actions a;
+            ho_la_launch(la, 500 + (uint64_t)k, ids, k == 0 || k == 15 ? 2 : 1, &a);
+            if (a.nevict > 0 && first_move == 0) first_move = s;
+        }
+        if (first_known == 0 && ho_la_steps(la) > 0) first_known = s;
+    }
+    assert_true(first_known > 0);
+    assert_int_equal(first_move, first_known + 1);
+    ho_la_destroy(la);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(learns_the_step_and_plans_moves),
@@ -324,6 +350,7 @@ int main(void) {
         cmocka_unit_test(predicts_the_next_use),
         cmocka_unit_test(an_extra_allocation_renames_nothing),
         cmocka_unit_test(addresses_do_not_change_decisions),
+        cmocka_unit_test(acts_on_the_first_step_it_knows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
