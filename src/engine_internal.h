@@ -114,6 +114,7 @@ struct ho_transition {
     CUdeviceptr window;               /* restore: where the new handle is mapped for the copy */
     uint64_t start_ns;
     CUevent timed[2]; /* restore: timing events around the copy, when this one measures the link */
+    bool demand;      /* restore: started for a use about to be issued (ho_demand_restores) */
     struct ho_transition *next;
 };
 
@@ -283,6 +284,10 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
 uint64_t ho_wait_move(struct ho_managed *m);
 void ho_start_free(struct ho_managed *m);
 bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect);
+/* A use of several host-located buffers (eng.lock held, not capturing): the evictions that make
+ * room for all of them start together, then every restore, so copies run back to back in both
+ * directions and each remap overlaps the next copy; the use then waits for each (settle). */
+void ho_demand_restores(struct ho_managed *const *ms, int n);
 
 /* engine_room.c (eng.lock held): the device and host byte counts of the report; give up cached
  * memory until `need` fits under `limit`; take cached memory of exactly `span` bytes; start

@@ -4,6 +4,7 @@
 #include "engine_internal.h"
 
 #include "log.h"
+#include "move_cost.h"
 #include "real.h"
 #include "stats.h"
 #include "trace.h"
@@ -119,7 +120,10 @@ static void complete_evict(struct ho_transition *tr) {
         return;
     }
     if (eng.backend == HO_BACKEND_VMM) {
+        uint64_t t0 = ho_clock_ns();
         enum ho_remap r = ho_remap(m, tr->host->handle, m->dev);
+        if (r == HO_REMAP_DONE)
+            ho_move_cost_note(true, m->span, ho_clock_ns() - t0, eng.link_bytes_per_ns);
         if (r != HO_REMAP_DONE) {
             /* Rolled back: the address still maps the device copy. The buffer stays put from now
              * on (pass-through for it): the driver refuses its moves. */
@@ -164,7 +168,10 @@ static void complete_restore(struct ho_transition *tr) {
     ho_timing_drop(d, tr->timed[1]);
     bool ok = atomic_load(&m->state) == HO_RESTORING;
     if (ok && eng.backend == HO_BACKEND_VMM) {
+        uint64_t t0 = ho_clock_ns();
         enum ho_remap r = ho_remap(m, tr->dev, m->host->handle);
+        if (r == HO_REMAP_DONE)
+            ho_move_cost_note(false, m->span, ho_clock_ns() - t0, eng.link_bytes_per_ns);
         if (r != HO_REMAP_DONE) {
             /* Rolled back: the address still maps the host copy; it stays there. */
             m->pinned = true;
@@ -409,6 +416,37 @@ bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, 
     }
     ho_count_stall(stall);
     return started && atomic_load(&m->state) == HO_RESIDENT;
+}
+
+static bool wants_restore(const struct ho_managed *m, const struct ho_dev *d) {
+    return dev_of(m) == d && atomic_load(&m->state) == HO_HOST && m->tr == NULL && !m->pinned;
+}
+
+void ho_demand_restores(struct ho_managed *const *ms, int n) {
+    HO_ASSERT_HELD(&eng.lock);
+    struct ho_dev *d = NULL;
+    uint64_t need = 0;
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        if (d == NULL && atomic_load(&ms[i]->state) == HO_HOST) d = dev_of(ms[i]);
+        if (d != NULL && wants_restore(ms[i], d)) {
+            need += ms[i]->span;
+            count++;
+        }
+    }
+    if (count < 2) return; /* one buffer: the plain demand restore does the same */
+    bool host_full = false;
+    ho_evict_for(d, need, ms, n, 0, &host_full);
+    for (int i = 0; i < n; i++) {
+        struct ho_managed *m = ms[i];
+        if (!wants_restore(m, d)) continue;
+        uint64_t stall = 0;
+        if (ho_start_restore(m, ms, n, &stall)) {
+            m->tr->demand = true;
+            ho_count(&ho_stats.counts_demand_restores, 1);
+        }
+        ho_count_stall(stall);
+    }
 }
 
 /* --------------------------------------------------------------------------- progress */

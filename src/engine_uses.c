@@ -6,6 +6,7 @@
 
 #include "real.h"
 #include "thread_slots.h"
+#include "trace.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -192,8 +193,10 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
     bool capturing = atomic_load(&eng.capturing) > 0;
     /* A launch found it still on its way back, or queued for a prefetch that had no room yet:
      * the plan brought it too late. (One the plan never asked for is not late: it is unplanned.) */
-    if (restore && (atomic_load(&m->state) == HO_RESTORING ||
-                    (m->wanted && atomic_load(&m->state) == HO_HOST)))
+    bool demand = m->tr != NULL && m->tr->demand; /* ho_demand_restores started it for this use */
+    if (restore && !demand &&
+        (atomic_load(&m->state) == HO_RESTORING ||
+         (m->wanted && atomic_load(&m->state) == HO_HOST)))
         eng.policy.ops->late(eng.policy.self, &m->pol);
     ho_want_drop(dev_of(m), m);
     switch (atomic_load(&m->state)) {
@@ -201,10 +204,12 @@ static void settle(struct ho_managed *m, bool restore, struct ho_managed *const 
         atomic_store(&m->state, HO_RESIDENT); /* cancel: the device copy stays current */
         break;
     case HO_RESTORING:
-        if (capturing)
+        if (capturing) {
             atomic_store(&m->state, HO_HOST); /* cancel: no waiting during capture */
-        else
+        } else {
+            if (demand) ho_trace_demand(m->id);
             ho_count_stall(ho_wait_move(m));
+        }
         break;
     default:
         break;
@@ -247,6 +252,7 @@ void ho_engine_prepare(struct ho_buffer *const *bufs, int n, CUstream s, bool pe
         issue_end(sl);
     }
     ho_mutex_lock(&eng.lock);
+    if (restore && t->n > 1 && atomic_load(&eng.capturing) == 0) ho_demand_restores(t->m, t->n);
     for (int i = 0; i < t->n; i++)
         settle(t->m[i], restore, t->m, t->n);
     for (int i = 0; i < t->n; i++)

@@ -26,7 +26,9 @@
     X(bytes, peak_host)                                                                            \
     X(bytes, device_now)                                                                           \
     X(bytes, allocated)                                                                            \
-    X(time_ns, stall)
+    X(bytes, move_worth)                                                                           \
+    X(time_ns, stall)                                                                              \
+    X(time_ns, move_fixed)
 
 struct ho_stats {
 #define HO_FIELD(group, key) _Atomic uint64_t group##_##key;

@@ -26,6 +26,10 @@ Per row:
   any replay of the row went over it.
 - safe: illegal accesses / hazards over every replay of the row (0/0 expected).
 - repeats: lookahead replayed a second time gives exactly the same figures ("yes").
+- calls: the driver calls lookahead's moves paid for per step (creates, releases and pinning
+  allocations / maps, unmaps and set-access), every step counted.
+--baseline-lib OLD/libhostoff.so also replays lookahead through an older build and shows its
+step beside this build's ("baseline ms").
 
 Replays run N at a time (--jobs, default 2): each is its own process with its own virtual clock,
 so running them side by side changes no figure, only the wall time: the 364 replays took 10
@@ -51,14 +55,25 @@ POLICIES = ("lru", "lookahead", "oracle")
 LINK_GBPS = {"pcie5": (55, 55, 88), "c2c": (345, 345, 690)}  # h2d, d2h, duplex: as replay --link
 
 
-def replay(hostoff, trace, budget, policy, link):
+def replay(hostoff, trace, budget, policy, link, lib=None):
     cmd = [hostoff, "replay", trace, "--budget", budget, "--link", link, "--json"]
     if policy:
         cmd += ["--policy", policy]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = dict(os.environ, HOSTOFF_LIB=lib) if lib else None
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         return {"error": " / ".join(out.stderr.strip().splitlines()[-2:]) or "failed"}
     return json.loads(out.stdout)
+
+
+def calls_per_step(r, steps):
+    """(creates + releases + pinning allocations, maps + unmaps + set-access) per step, every step
+    counted; None when the replay did not report them."""
+    c = r.get("driver_calls")
+    if not c:
+        return None
+    return ((c["cuMemCreate"] + c["cuMemRelease"] + c["cuMemHostAlloc"]) / steps,
+            (c["cuMemMap"] + c["cuMemUnmap"] + c["cuMemSetAccess"]) / steps)
 
 
 def limit_ns(t_ns, peak, budget, link):
@@ -107,9 +122,12 @@ def run_all(hostoff, args, budgets, links):
                         jobs.append((name, link, b, p, 0))
                     if not args.no_determinism:
                         jobs.append((name, link, b, "lookahead", 1))
+                    if args.baseline_lib:
+                        jobs.append((name, link, b, "lookahead", 2))
         paths = {name: path for name, path, _, _ in work}
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futs = {j: pool.submit(replay, hostoff, paths[j[0]], j[2], j[3], j[1]) for j in jobs}
+            futs = {j: pool.submit(replay, hostoff, paths[j[0]], j[2], j[3], j[1],
+                                   args.baseline_lib if j[4] == 2 else None) for j in jobs}
             return {j: f.result() for j, f in futs.items()}, work
 
 
@@ -125,6 +143,8 @@ def main(argv):
                     help="do not replay lookahead a second time")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", help="also write every replay's figures to this file")
+    ap.add_argument("--baseline-lib", metavar="LIBHOSTOFF",
+                    help="also replay lookahead through this libhostoff.so (an older build)")
     ap.add_argument("--from-json", help="print the table of a run saved with --json (no replay)")
     args = ap.parse_args(argv)
     budgets = args.budget or list(BUDGETS)
@@ -158,7 +178,7 @@ def main(argv):
 
     head = ("workload", "link", "budget", "T ms", "limit ms", "lru ms", "lookahead ms",
             "oracle ms", "lookahead / limit", "lookahead / lru", "moved / E", "bound", "budget ok",
-            "illegal/hazards", "repeats")
+            "illegal/hazards", "repeats", "calls/step")
     rows, notes = [], []
     for name, path, steps, dev_ns in work:
         for link in links:
@@ -200,10 +220,19 @@ def main(argv):
                 if again is not None:
                     same = "yes" if again == r["lookahead"] else (
                         f"no ({again.get('replay_ns', 0) / steps / 1e6:.1f})")
+                calls = calls_per_step(r["lookahead"], steps) if la is not None else None
+                calls = f"{calls[0]:.0f} / {calls[1]:.0f}" if calls else ""
+                base = res.get((name, link, b, "lookahead", 2))
+                if base is not None:
+                    extra_ms = (f"{base['replay_ns'] / steps / 1e6:.1f}" if "error" not in base
+                                else "failed")
                 rows.append((name, link, b, f"{t0 / 1e6:.1f}{star}", f"{lim:.1f}", fmt(lru),
                              fmt(la), fmt(orc), ratio(la, lim), ratio(la, lru), moved, bound,
                              "ok" if over <= 0 else f"+{over / 1e6:.1f} MB",
-                             f"{unsafe[0]}/{unsafe[1]}", same))
+                             f"{unsafe[0]}/{unsafe[1]}", same, calls)
+                            + ((extra_ms,) if base is not None else ()))
+    if any(len(row) > len(head) for row in rows):
+        head = head + ("baseline ms",)
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))

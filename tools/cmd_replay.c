@@ -72,6 +72,7 @@ struct results {
     uint64_t virtual_ns, peak_device, to_host, to_device, stall, evictions, restores;
     uint64_t demand_restores, prefetches, illegal, hazards, remote, launches;
     uint64_t replay_ns;
+    uint64_t calls[6]; /* driver_calls[]: the simulator's counts, device and host added */
     uint64_t *marks;
     size_t nmarks;
 };
@@ -253,6 +254,10 @@ static uint64_t member(const struct json *o, const char *group, const char *key)
     return v;
 }
 
+/* The driver calls a replay's moves pay for (--json "driver_calls"), by kind. */
+static const char *const driver_calls[] = {"cuMemCreate", "cuMemRelease", "cuMemHostAlloc",
+                                           "cuMemMap",    "cuMemUnmap",   "cuMemSetAccess"};
+
 static bool collect(const char *dir, const char *child_out, struct results *r) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/simcuda.json", dir);
@@ -269,6 +274,13 @@ static bool collect(const char *dir, const char *child_out, struct results *r) {
         r->illegal = member(sim, NULL, "illegal_accesses");
         r->hazards = member(sim, NULL, "hazards");
         r->remote = member(sim, NULL, "remote_accesses");
+        for (size_t k = 0; k < sizeof driver_calls / sizeof driver_calls[0]; k++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s.device", driver_calls[k]);
+            r->calls[k] = member(sim, "calls", key);
+            snprintf(key, sizeof key, "%s.host", driver_calls[k]);
+            r->calls[k] += member(sim, "calls", key);
+        }
         r->to_host = member(ho, "bytes", "to_host");
         r->to_device = member(ho, "bytes", "to_device");
         r->stall = member(ho, "time_ns", "stall");
@@ -322,7 +334,10 @@ static void print_json(const struct options *o, const struct trace *t, const str
            (unsigned long long)r->replay_ns, (unsigned long long)steady_step_ns(r));
     for (size_t k = 0; k < r->nmarks; k++)
         printf("%s%llu", k ? "," : "", (unsigned long long)step_ns(r, k));
-    printf("],\"trace_peak_bytes\":%llu,", (unsigned long long)t->peak_bytes);
+    printf("],\"driver_calls\":{");
+    for (size_t k = 0; k < sizeof driver_calls / sizeof driver_calls[0]; k++)
+        printf("%s\"%s\":%llu", k ? "," : "", driver_calls[k], (unsigned long long)r->calls[k]);
+    printf("},\"trace_peak_bytes\":%llu,", (unsigned long long)t->peak_bytes);
     if (o->budget_none)
         printf("\"budget_bytes\":null,");
     else

@@ -6,27 +6,31 @@
  * It re-executes itself in child processes under LD_PRELOAD=LIBHOSTOFF against the simulated
  * driver in SIMCUDA_DIR, with SIMCUDA_DATA=sparse (buffers reserve address space, not RAM):
  *
- *  1. For buffers of 2, 64 and 512 MiB, with HOSTOFF_BUDGET at twice the size (two buffers fit)
- *     and HOSTOFF_MIN_BYTES=1M (so 2 MiB buffers are managed),
- *     in the simulator's virtual time (deterministic: the same figures on any machine):
+ *  1. Single moves, for buffers of 2, 16, 64 and 512 MiB, with HOSTOFF_BUDGET at twice the size
+ *     (two buffers fit) and HOSTOFF_MIN_BYTES=1M (so 2 MiB buffers are managed), in the
+ *     simulator's virtual time under its cost table (docs/simcuda.md, "Costs": every driver call
+ *     charged its published cost; deterministic: the same figures on any machine):
  *       evict    allocating a third buffer: the least recently used one is copied out and
  *                remapped to host memory before the allocation returns;
  *       restore  a kernel launch on the evicted buffer while there is room: it is copied back and
- *                remapped before the launch returns (a demand restore);
- *       switch   a launch on the evicted buffer while the budget is full: one buffer out, this
- *                one in (what a workload cycling over more than its budget pays per miss).
- *     Each is printed as GB/s (bytes moved per virtual ns) and as a share of the modelled link
- *     (SIMCUDA_H2D_GBPS / SIMCUDA_D2H_GBPS, 55 GB/s each by default). A switch moves the buffer's
- *     bytes once each way, its share is of one direction's rate: 100% means the two copies ran
- *     back to back at the link's rate; more than 100% would mean they overlapped.
- *  2. Wall-clock ns per cuMemAlloc(4 MiB) + cuMemFree pair: through the library (a managed
+ *                remapped before the launch returns (a demand restore).
+ *     Each is printed as GB/s (bytes moved per virtual ns) and as a share of the modelled link in
+ *     its direction (SIMCUDA_D2H_GBPS / SIMCUDA_H2D_GBPS, 55 GB/s each by default). The
+ *     application waits for the remap too, so a single move pays every fixed cost in full.
+ *  2. Trains: eight buffers of each size over a budget of four, a kernel on four of them, then
+ *     the other four: each launch needs four in and four out. Printed as GB/s each way and as a
+ *     share of the physical limit of moving E = four buffers each way (max(E/d2h, E/h2d,
+ *     2E/duplex), the design's bound): the remaps of one move overlap the copies of the next.
+ *  3. Driver calls per move by kind, counted by the simulator (simcuda_calls) over the rounds
+ *     after the first (the pools are full then): the steady state.
+ *  4. Wall-clock ns per cuMemAlloc(4 MiB) + cuMemFree pair: through the library (a managed
  *     buffer: address range from the engine's pool, stream-ordered free) and straight to the
  *     simulator's own entry points (found with glibc's dlsym, which the library does not see), in
  *     alternating batches in one process; the median of the batches. CPU times drift on shared
  *     machines: read the ratio.
  *
  * Environment: BENCH_MOVE_PAIRS per batch (default 2000), BENCH_MOVE_REPEAT moves per figure
- * (default 4). */
+ * (default 4), BENCH_MOVE_BACKEND (HOSTOFF_BACKEND of the children; default: the engine's). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -52,8 +56,9 @@
         }                                                                                          \
     } while (0)
 
-static const char image[] = "simcuda-module 1\nkernel bench_touch ptr ns=1000\n";
-static CUfunction touch_fn;
+static const char image[] = "simcuda-module 1\nkernel bench_touch ptr ns=1000\n"
+                            "kernel bench_touch4 ptr ptr ptr ptr ns=1000\n";
+static CUfunction touch_fn, touch4_fn;
 
 static unsigned env_uint(const char *name, unsigned def) {
     const char *v = getenv(name);
@@ -70,6 +75,7 @@ static void setup(void) {
     CK(cuCtxSetCurrent(ctx));
     CK(cuModuleLoadData(&mod, image));
     CK(cuModuleGetFunction(&touch_fn, mod, "bench_touch"));
+    CK(cuModuleGetFunction(&touch4_fn, mod, "bench_touch4"));
 }
 
 static void touch(CUdeviceptr p) {
@@ -77,10 +83,14 @@ static void touch(CUdeviceptr p) {
     CK(cuLaunchKernel(touch_fn, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
 }
 
+/* The bench's own cuMemRelease calls (on_device), left out of the engine's call counts. */
+static uint64_t own_releases;
+
 /* Where the bytes of p are: true when a device-located handle backs it. */
 static bool on_device(CUdeviceptr p) {
     CUmemGenericAllocationHandle h;
     if (cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p) != CUDA_SUCCESS) return true;
+    own_releases++;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     CK(cuMemGetAllocationPropertiesFromHandle(&prop, h));
@@ -88,11 +98,45 @@ static bool on_device(CUdeviceptr p) {
     return prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
 }
 
-/* Child: the three moves for buffers of `mib` MiB (HOSTOFF_BUDGET = 2 * mib MiB). Prints
- * "move MIB EVICT_NS RESTORE_NS SWITCH_NS" (virtual ns, the mean over the repeats). */
+/* Driver calls by kind, as the simulator charges them (simcuda_calls): each kind sums its
+ * device and host-located rows. */
+static const char *const kinds[] = {"cuMemCreate",   "cuMemRelease",  "cuMemHostAlloc",
+                                    "cuMemMap",      "cuMemUnmap",    "cuMemSetAccess",
+                                    "cuMemcpyAsync", "cuEventRecord", "cuStreamWaitEvent"};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+static void calls_now(uint64_t out[NKINDS]) {
+    char key[64];
+    for (size_t k = 0; k < NKINDS; k++) {
+        snprintf(key, sizeof key, "%s.device", kinds[k]);
+        out[k] = simcuda_calls(key);
+        snprintf(key, sizeof key, "%s.host", kinds[k]);
+        out[k] += simcuda_calls(key);
+    }
+    out[1] -= own_releases; /* kinds[1]: cuMemRelease */
+}
+
+static void print_calls(const char *tag, const uint64_t a[NKINDS], const uint64_t b[NKINDS],
+                        unsigned moves) {
+    printf("calls %s %u", tag, moves);
+    for (size_t k = 0; k < NKINDS; k++)
+        printf(" %llu", (unsigned long long)(b[k] - a[k]));
+    printf("\n");
+}
+
+static void touch4(CUdeviceptr p[4]) {
+    void *args[] = {&p[0], &p[1], &p[2], &p[3]};
+    CK(cuLaunchKernel(touch4_fn, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+}
+
+/* Child, single moves of buffers of `mib` MiB (HOSTOFF_BUDGET = 2 * mib MiB): evict (a third
+ * allocation pushes the least recently used buffer out), restore (a launch on it once the third
+ * is freed). The first two rounds fill the pools (each of the two buffers is evicted once); the
+ * figures and the calls are those of the rounds after. Prints "move MIB EVICT_NS RESTORE_NS"
+ * (virtual ns, the mean) and a calls line. */
 static int child_move(unsigned mib) {
     setup();
-    uint64_t bytes = mib * MIB, evict = 0, restore = 0, sw = 0;
+    uint64_t bytes = mib * MIB, evict = 0, restore = 0, before[NKINDS], after[NKINDS];
     unsigned repeat = env_uint("BENCH_MOVE_REPEAT", 4);
     CUdeviceptr buf[3];
     CK(cuMemAlloc(&buf[0], bytes));
@@ -100,11 +144,11 @@ static int child_move(unsigned mib) {
     touch(buf[0]);
     touch(buf[1]);
     CK(cuCtxSynchronize());
-    for (unsigned r = 0; r < repeat; r++) {
-        /* evict: a third allocation pushes the least recently used buffer out. */
+    for (unsigned r = 0; r < 2 + repeat; r++) {
+        if (r == 2) calls_now(before);
         uint64_t t0 = simcuda_now_ns();
         CK(cuMemAlloc(&buf[2], bytes));
-        evict += simcuda_now_ns() - t0;
+        if (r >= 2) evict += simcuda_now_ns() - t0;
         int out = on_device(buf[0]) ? 1 : 0;
         if (on_device(buf[out])) {
             fprintf(stderr, "bench_move: nothing was evicted (is HOSTOFF_BUDGET set?)\n");
@@ -114,34 +158,56 @@ static int child_move(unsigned mib) {
         CK(cuCtxSynchronize());
         CK(cuMemFree(buf[2]));
         CK(cuCtxSynchronize());
-        /* restore: the evicted buffer comes back into the room the free left. */
         t0 = simcuda_now_ns();
         touch(buf[out]);
-        restore += simcuda_now_ns() - t0;
+        if (r >= 2) restore += simcuda_now_ns() - t0;
         CK(cuCtxSynchronize());
         if (!on_device(buf[out])) {
             fprintf(stderr, "bench_move: the buffer was not restored\n");
             return 1;
         }
     }
-    /* switch: three buffers over a budget of two, touched in turn: each launch misses. */
-    CK(cuMemAlloc(&buf[2], bytes));
-    touch(buf[2]);
-    CK(cuCtxSynchronize());
-    int next = 0;
-    for (int i = 0; i < 3 && on_device(buf[next]); i++)
-        next = (next + 1) % 3;
-    for (unsigned r = 0; r < repeat; r++) {
-        uint64_t t0 = simcuda_now_ns();
-        touch(buf[next]);
-        sw += simcuda_now_ns() - t0;
-        CK(cuCtxSynchronize());
-        next = (next + 1) % 3; /* the least recently used one: evicted by this launch */
-    }
-    for (int i = 0; i < 3; i++)
+    calls_now(after);
+    for (int i = 0; i < 2; i++)
         CK(cuMemFree(buf[i]));
-    printf("move %u %llu %llu %llu\n", mib, (unsigned long long)(evict / repeat),
-           (unsigned long long)(restore / repeat), (unsigned long long)(sw / repeat));
+    printf("move %u %llu %llu\n", mib, (unsigned long long)(evict / repeat),
+           (unsigned long long)(restore / repeat));
+    print_calls("single", before, after, 2 * repeat);
+    return 0;
+}
+
+/* Child, trains of moves: eight buffers of `mib` MiB under a budget of four (HOSTOFF_BUDGET =
+ * 4 * mib MiB), one kernel on four of them, then on the other four, and so on: each launch needs
+ * four buffers in and four out, which the engine moves as trains (the evictions together, the
+ * restores as room appears), so copies run back to back in both directions. The first two launches
+ * fill the pools; the figures are those of the launches after. Prints "train MIB NS" (virtual ns
+ * per launch, the mean) and a calls line. */
+static int child_train(unsigned mib) {
+    setup();
+    uint64_t bytes = mib * MIB, ns = 0, before[NKINDS], after[NKINDS];
+    unsigned repeat = env_uint("BENCH_MOVE_REPEAT", 4);
+    CUdeviceptr buf[8];
+    for (int i = 0; i < 8; i++)
+        CK(cuMemAlloc(&buf[i], bytes));
+    for (unsigned r = 0; r < 2 + 2 * repeat; r++) {
+        if (r == 2) calls_now(before);
+        CUdeviceptr *group = &buf[4 * (r % 2)];
+        uint64_t t0 = simcuda_now_ns();
+        touch4(group);
+        if (r >= 2) ns += simcuda_now_ns() - t0;
+        CK(cuCtxSynchronize());
+        for (int i = 0; i < 4; i++) {
+            if (!on_device(group[i]) || on_device(buf[4 * ((r + 1) % 2) + i])) {
+                fprintf(stderr, "bench_move: the train did not move all eight buffers\n");
+                return 1;
+            }
+        }
+    }
+    calls_now(after);
+    for (int i = 0; i < 8; i++)
+        CK(cuMemFree(buf[i]));
+    printf("train %u %llu\n", mib, (unsigned long long)(ns / (2 * repeat)));
+    print_calls("train", before, after, 16 * repeat);
     return 0;
 }
 
@@ -198,7 +264,7 @@ static int child_pairs(void) {
     return 0;
 }
 
-/* Parent: runs `self` with args under the library; returns its first stdout line. */
+/* Parent: runs `self` with args under the library; returns its stdout (up to cap - 1 bytes). */
 static int run_child(const char *self, const char *lib, const char *simdir, char *const args[],
                      const char *budget, char *line, size_t cap) {
     int fd[2];
@@ -221,7 +287,11 @@ static int run_child(const char *self, const char *lib, const char *simdir, char
         unsetenv("HOSTOFF_REPORT");
         setenv("HOSTOFF_MIN_BYTES", "1M", 1); /* the 2 MiB buffers are the engine's too */
         unsetenv("HOSTOFF_MODE");
-        unsetenv("HOSTOFF_BACKEND");
+        const char *backend = getenv("BENCH_MOVE_BACKEND");
+        if (backend != NULL)
+            setenv("HOSTOFF_BACKEND", backend, 1);
+        else
+            unsetenv("HOSTOFF_BACKEND");
         if (budget != NULL)
             setenv("HOSTOFF_BUDGET", budget, 1);
         else
@@ -234,21 +304,49 @@ static int run_child(const char *self, const char *lib, const char *simdir, char
     }
     close(fd[1]);
     FILE *f = fdopen(fd[0], "r");
-    line[0] = '\0';
-    if (f == NULL || fgets(line, (int)cap, f) == NULL) line[0] = '\0';
+    size_t got = f != NULL ? fread(line, 1, cap - 1, f) : 0;
+    line[got] = '\0';
     if (f != NULL) fclose(f);
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 && line[0] != '\0' ? 0 : -1;
 }
 
-static double link_gbps(const char *var) {
+static double link_gbps(const char *var, double def) {
     const char *v = getenv(var);
-    return v != NULL && *v != '\0' ? strtod(v, NULL) : 55.0;
+    return v != NULL && *v != '\0' ? strtod(v, NULL) : def;
+}
+
+/* The figures of one "calls TAG MOVES n..." line of a child's output. */
+static bool parse_calls(const char *out, const char *tag, unsigned *moves,
+                        unsigned long long n[NKINDS]) {
+    char want[32];
+    snprintf(want, sizeof want, "calls %s ", tag);
+    const char *p = strstr(out, want);
+    if (p == NULL) return false;
+    p += strlen(want);
+    char *end;
+    *moves = (unsigned)strtoul(p, &end, 10);
+    for (size_t k = 0; k < NKINDS; k++) {
+        p = end;
+        n[k] = strtoull(p, &end, 10);
+        if (end == p) return false;
+    }
+    return *moves > 0;
+}
+
+static void print_calls_row(unsigned mib, const char *what, unsigned moves,
+                            const unsigned long long n[NKINDS]) {
+    /* kinds[]: create, release, host alloc, map, unmap, set access, copies, records, waits */
+    double per = (double)moves;
+    printf("%4u MiB  %-8s %6.2f %7.2f %9.2f %5.2f %5.2f %9.2f   %8.2f   %6.2f %7.2f %5.2f\n", mib,
+           what, n[0] / per, n[1] / per, n[2] / per, n[3] / per, n[4] / per, n[5] / per,
+           (n[0] + n[1] + n[3] + n[4] + n[5]) / per, n[6] / per, n[7] / per, n[8] / per);
 }
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--move") == 0) return child_move((unsigned)atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "--train") == 0) return child_train((unsigned)atoi(argv[2]));
     if (argc == 2 && strcmp(argv[1], "--pairs") == 0) return child_pairs();
     if (argc != 3) {
         fprintf(stderr, "usage: bench_move LIBHOSTOFF SIMCUDA_DIR\n");
@@ -258,30 +356,69 @@ int main(int argc, char **argv) {
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return 1;
     self[len] = '\0';
-    double d2h = link_gbps("SIMCUDA_D2H_GBPS"), h2d = link_gbps("SIMCUDA_H2D_GBPS");
-    printf("bench_move: moves in virtual time (SIMCUDA_DATA=sparse; link %.0f GB/s to host, "
-           "%.0f GB/s to device)\n",
-           d2h, h2d);
-    printf("%8s  %22s  %22s  %26s\n", "buffer", "evict GB/s (% link)", "restore GB/s (% link)",
-           "switch GB/s (% one way)");
-    static const unsigned sizes[] = {2, 64, 512};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        char mib[16], budget[32], line[256];
+    double d2h = link_gbps("SIMCUDA_D2H_GBPS", 55), h2d = link_gbps("SIMCUDA_H2D_GBPS", 55);
+    double duplex = link_gbps("SIMCUDA_DUPLEX_GBPS", 88);
+    printf(
+        "bench_move: moves in virtual time under the simulator's cost table (SIMCUDA_DATA=sparse;"
+        " link %.0f GB/s to host, %.0f to device, %.0f both ways at once)\n",
+        d2h, h2d, duplex);
+    static const unsigned sizes[] = {2, 16, 64, 512};
+    enum { NSIZES = sizeof sizes / sizeof sizes[0] };
+    static char out[2][NSIZES][4096];
+    for (size_t i = 0; i < NSIZES; i++) {
+        char mib[16], budget[32];
         snprintf(mib, sizeof mib, "%u", sizes[i]);
         snprintf(budget, sizeof budget, "%uM", 2 * sizes[i]);
-        char *args[] = {"--move", mib, NULL};
-        unsigned long long ev, re, sw;
-        unsigned got;
-        if (run_child(self, argv[1], argv[2], args, budget, line, sizeof line) != 0 ||
-            sscanf(line, "move %u %llu %llu %llu", &got, &ev, &re, &sw) != 4) {
-            fprintf(stderr, "bench_move: the %u MiB child failed\n", sizes[i]);
+        char *margs[] = {"--move", mib, NULL};
+        if (run_child(self, argv[1], argv[2], margs, budget, out[0][i], sizeof out[0][i]) != 0) {
+            fprintf(stderr, "bench_move: the %u MiB move child failed\n", sizes[i]);
             return 1;
         }
-        double bytes = (double)sizes[i] * MIB;
-        double gev = bytes / (double)ev, gre = bytes / (double)re, gsw = 2 * bytes / (double)sw;
-        printf("%4u MiB  %12.1f (%5.1f%%)  %12.1f (%5.1f%%)  %16.1f (%5.1f%%)\n", sizes[i], gev,
-               100 * gev / d2h, gre, 100 * gre / h2d, gsw, 100 * gsw / (d2h < h2d ? d2h : h2d));
-        printf("          virtual ns: evict %llu, restore %llu, switch %llu\n", ev, re, sw);
+        snprintf(budget, sizeof budget, "%uM", 4 * sizes[i]);
+        char *targs[] = {"--train", mib, NULL};
+        if (run_child(self, argv[1], argv[2], targs, budget, out[1][i], sizeof out[1][i]) != 0) {
+            fprintf(stderr, "bench_move: the %u MiB train child failed\n", sizes[i]);
+            return 1;
+        }
+    }
+    printf("\nsingle moves: the application waits for each (an allocation evicts one buffer; a "
+           "launch restores it)\n");
+    printf("%8s  %22s  %22s\n", "buffer", "evict GB/s (% link)", "restore GB/s (% link)");
+    for (size_t i = 0; i < NSIZES; i++) {
+        unsigned got;
+        unsigned long long ev, re;
+        if (sscanf(out[0][i], "move %u %llu %llu", &got, &ev, &re) != 3) return 1;
+        double bytes = (double)sizes[i] * MIB, gev = bytes / (double)ev, gre = bytes / (double)re;
+        printf("%4u MiB  %12.1f (%5.1f%%)  %12.1f (%5.1f%%)   [virtual ns: %llu, %llu]\n", sizes[i],
+               gev, 100 * gev / d2h, gre, 100 * gre / h2d, ev, re);
+    }
+    printf("\ntrains: 8 buffers over a budget of 4; each launch needs 4 in and 4 out (E = 4 "
+           "buffers each way)\n");
+    printf("%8s  %14s  %14s  %16s  %12s\n", "buffer", "evict GB/s", "restore GB/s",
+           "launch (virt ns)", "% of limit");
+    for (size_t i = 0; i < NSIZES; i++) {
+        unsigned got;
+        unsigned long long ns;
+        if (sscanf(out[1][i], "train %u %llu", &got, &ns) != 2) return 1;
+        double e = 4.0 * sizes[i] * MIB, rate = e / (double)ns;
+        /* The physical limit of moving E each way (docs/ARCHITECTURE.md, DESIGN "Measuring"). */
+        double limit = e / d2h;
+        if (e / h2d > limit) limit = e / h2d;
+        if (2 * e / duplex > limit) limit = 2 * e / duplex;
+        printf("%4u MiB  %14.1f  %14.1f  %16llu  %11.1f%%\n", sizes[i], rate, rate, ns,
+               100 * limit / (double)ns);
+    }
+    printf("\ndriver calls per move, steady state (after the first round fills the pools)\n");
+    printf("%8s  %-8s %6s %7s %9s %5s %5s %9s   %8s   %6s %7s %5s\n", "buffer", "moves", "create",
+           "release", "hostalloc", "map", "unmap", "setaccess", "VMM/move", "copies", "records",
+           "waits");
+    for (size_t i = 0; i < NSIZES; i++) {
+        unsigned moves;
+        unsigned long long n[NKINDS];
+        if (!parse_calls(out[0][i], "single", &moves, n)) return 1;
+        print_calls_row(sizes[i], "single", moves, n);
+        if (!parse_calls(out[1][i], "train", &moves, n)) return 1;
+        print_calls_row(sizes[i], "train", moves, n);
     }
     char line[256];
     char *args[] = {"--pairs", NULL};
@@ -291,7 +428,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_move: the allocation child failed\n");
         return 1;
     }
-    printf("cuMemAlloc(4 MiB) + cuMemFree, wall clock, median of %d batches of %u:\n", BATCHES,
+    printf("\ncuMemAlloc(4 MiB) + cuMemFree, wall clock, median of %d batches of %u:\n", BATCHES,
            env_uint("BENCH_MOVE_PAIRS", 2000));
     printf("  through the engine (managed buffer) %8.0f ns\n", eng);
     printf("  straight to the simulator           %8.0f ns   (engine / simulator: %.2fx)\n", drv,

@@ -81,3 +81,14 @@ static void write_report(void) {
 void sim_report_install(void) {
     if (sim.cfg.report != NULL) atexit(write_report);
 }
+
+SIM_EXPORT uint64_t simcuda_calls(const char *key) {
+    for (int row = 0; row < SIM_COST_ROWS; row++) {
+        const char *name = sim_cost_name((enum sim_cost_row)row);
+        size_t n = strlen(name);
+        if (strncmp(key, name, n) != 0 || key[n] != '.') continue;
+        if (strcmp(key + n + 1, "device") == 0) return sim_cost_calls(row, SIM_AT_DEVICE);
+        if (strcmp(key + n + 1, "host") == 0) return sim_cost_calls(row, SIM_AT_HOST);
+    }
+    return 0;
+}

@@ -18,6 +18,10 @@ void simcuda_set_duration_ns(uint64_t ns);
 /* The host's virtual clock, in nanoseconds. */
 uint64_t simcuda_now_ns(void);
 
+/* Calls charged so far under a key of the report's "calls" object ("cuMemCreate.host",
+ * "cuMemMap.device", "default.device"); 0 for a key it does not know. */
+uint64_t simcuda_calls(const char *key);
+
 #ifdef __cplusplus
 }
 #endif
