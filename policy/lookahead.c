@@ -72,6 +72,7 @@ struct ho_lookahead {
     uint64_t *dur;          /* measured device time of each position of the step, ns (0: not yet) */
     uint64_t dur_period;    /* the period `dur` is for */
     double link;            /* host-to-device bytes per ns (0: unknown) */
+    uint64_t move_fixed;    /* fixed driver time of a round trip, ns (0: none) */
     bool timing;            /* this step's launches should be timed */
     uint64_t timed_at;      /* the step when timing last began */
     struct u64map bytes_of; /* buffer id -> bytes */
@@ -300,7 +301,8 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         run += over[q];
         over[q] = run - limit;
     }
-    struct ho_plan_run r = {period, true, step_times(la, t) ? t : NULL, la->link, over};
+    struct ho_plan_run r = {period,   true, step_times(la, t) ? t : NULL,
+                            la->link, over, la->move_fixed};
     ho_plan_gaps(&r, gaps, ngaps);
     /* The evictions, and the prefetch schedule (CSR by position): a taken gap's restore is
      * issued `lead` launches before the use that closes it. */
@@ -567,6 +569,10 @@ void ho_la_duration(struct ho_lookahead *la, uint64_t launch, uint64_t ns) {
                        ? (launch - la->anchor) % la->period
                        : (la->period - (la->anchor - launch) % la->period) % la->period;
     la->dur[pos] = ns;
+}
+
+void ho_la_set_move_fixed(struct ho_lookahead *la, uint64_t ns) {
+    la->move_fixed = ns;
 }
 
 void ho_la_set_link(struct ho_lookahead *la, double bytes_per_s) {

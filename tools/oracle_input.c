@@ -10,6 +10,7 @@
 #include "oracle_input.h"
 #include "u64map.h"
 #include "oracle.h"
+#include "move_cost.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -100,8 +101,18 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, uint64_t min_bytes
     }
     for (size_t i = 0; i < nbuf; i++)
         if (dies[i] == UINT64_MAX) dies[i] = nlaunch;
-    struct ho_oracle_input in = {nlaunch, ns,   use_start, use,    nbuf,
-                                 bytes,   born, dies,      budget, h2d_gbps * 1e9};
+    /* The fixed driver time of a round trip, as the engine starts with it (move_cost.h). */
+    struct ho_oracle_input in = {nlaunch,
+                                 ns,
+                                 use_start,
+                                 use,
+                                 nbuf,
+                                 bytes,
+                                 born,
+                                 dies,
+                                 budget,
+                                 h2d_gbps * 1e9,
+                                 HO_PUBLISHED_EVICT_REMAP_NS + HO_PUBLISHED_RESTORE_REMAP_NS};
     if (ho_oracle_plan(&in, &plan) != 0) {
         snprintf(err, errcap, "out of memory while planning");
         goto done;
