@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void ho_oracle_free(struct ho_oracle_plan *p) {
     free(p->act_start);
@@ -143,8 +144,9 @@ uint64_t ho_oracle_next_use(const struct ho_oracle_plan *p, uint64_t b, uint64_t
 
 int ho_oracle_write(const struct ho_oracle_plan *p, FILE *f) {
     fprintf(f, "hostoff_oracle_plan 1\nlaunches %zu buffers %zu\n", p->nlaunch, p->nbuf);
+    /* Every buffer has its "u" line, even without uses: that is what lets the reader check the
+     * header's counts against the file's size before it allocates anything. */
     for (size_t b = 0; b < p->nbuf; b++) {
-        if (p->use_start[b] == p->use_start[b + 1]) continue;
         fprintf(f, "u %zu", b);
         for (size_t k = p->use_start[b]; k < p->use_start[b + 1]; k++)
             fprintf(f, " %llu", (unsigned long long)p->uses[k]);
@@ -240,6 +242,15 @@ int ho_oracle_read(const char *path, struct ho_oracle_plan *out, char *err, size
             if (!word(&r, "launches") || !number(&r, &nl) || !word(&r, "buffers") ||
                 !number(&r, &nb) || !at_end(&r) || nl > (1ull << 32) || nb > (1ull << 32)) {
                 what = "expected \"launches N buffers M\"";
+                break;
+            }
+            /* Counts the file cannot hold are refused before anything is allocated: every launch
+             * is some buffer's use (" L", 2 bytes at least) and every buffer has a "u B" line (4
+             * bytes at least), so a 40-byte plan cannot ask for gigabytes. */
+            struct stat st;
+            uint64_t size = fstat(fileno(f), &st) == 0 && st.st_size > 0 ? (uint64_t)st.st_size : 0;
+            if (nl > size / 2 || nb > size / 4) {
+                what = "the header counts more launches or buffers than the file holds";
                 break;
             }
             out->nlaunch = nl;

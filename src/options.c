@@ -2,7 +2,7 @@
 #include "options.h"
 
 #include "log.h"
-#include "sizes.h"
+#include "units.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -49,27 +49,30 @@ const char *ho_policy_name(enum ho_policy_choice policy) {
 }
 
 bool ho_parse_size(const char *text, uint64_t *out) {
-    return ho_parse_size_text(text, true, out);
+    return ho_units_size(text, out, NULL);
+}
+
+bool ho_parse_amount_why(const char *text, struct ho_amount *out, const char **why) {
+    memset(out, 0, sizeof *out);
+    if (text != NULL && strcmp(text, "none") == 0) return true;
+    size_t n = text != NULL ? strlen(text) : 0;
+    if (n > 0 && text[n - 1] == '%') {
+        if (!ho_units_percent(text, &out->millionths, why)) return false;
+        out->kind = HO_AMOUNT_PERCENT;
+        out->percent = (double)out->millionths / HO_PERCENT_ONE;
+        return true;
+    }
+    if (!ho_units_size(text, &out->bytes, why)) return false;
+    if (out->bytes == 0) {
+        if (why != NULL) *why = "0 bytes leaves nothing (none means no limit)";
+        return false;
+    }
+    out->kind = HO_AMOUNT_BYTES;
+    return true;
 }
 
 bool ho_parse_amount(const char *text, struct ho_amount *out) {
-    memset(out, 0, sizeof *out);
-    if (text == NULL) return false;
-    if (strcmp(text, "none") == 0) return true;
-    size_t n = strlen(text);
-    if (n >= 2 && text[n - 1] == '%') {
-        char *end = NULL;
-        errno = 0;
-        double pct = strtod(text, &end);
-        if (errno != 0 || end != text + n - 1 || !(pct > 0) || pct > 100 || text[0] == '-')
-            return false;
-        out->kind = HO_AMOUNT_PERCENT;
-        out->percent = pct;
-        return true;
-    }
-    if (!ho_parse_size(text, &out->bytes) || out->bytes == 0) return false;
-    out->kind = HO_AMOUNT_BYTES;
-    return true;
+    return ho_parse_amount_why(text, out, NULL);
 }
 
 uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total) {
@@ -79,39 +82,46 @@ uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total) {
     case HO_AMOUNT_BYTES:
         return a->bytes;
     case HO_AMOUNT_PERCENT:
-        return (uint64_t)((double)total * a->percent / 100.0);
+        return ho_units_share(total, a->millionths);
     }
     return UINT64_MAX;
 }
 
-/* Whether text is a valid value of option o. */
-static bool valid(const struct ho_option_info *o, const char *text) {
+bool ho_option_check(const struct ho_option_info *o, const char *text, const char **why,
+                     const char **expected) {
     uint64_t size;
     struct ho_amount amount;
+    const char *w = NULL;
+    bool ok = false;
     switch (o->kind) {
     case HO_KIND_ENUM:
-        return enum_index(o->values, text) >= 0;
+        ok = enum_index(o->values, text) >= 0;
+        w = "not one of the accepted values";
+        *expected = o->values;
+        break;
     case HO_KIND_STRING:
-        return true;
+        ok = true;
+        *expected = "text";
+        break;
     case HO_KIND_SIZE:
-        return ho_parse_size(text, &size);
+        ok = ho_units_size(text, &size, &w);
+        *expected = "a size such as 4M, 1.5G or 4096";
+        break;
     case HO_KIND_AMOUNT:
-        return ho_parse_amount(text, &amount);
+        ok = ho_parse_amount_why(text, &amount, &w);
+        *expected = "a size such as 60G or 1.5GiB, a percentage such as 75%, or none";
+        break;
+    case HO_KIND_LIMIT:
+        ok = strcmp(text, "none") == 0;
+        if (!ok && text[0] != '\0' && text[strlen(text) - 1] == '%')
+            w = "a percentage has no base here";
+        else if (!ok)
+            ok = ho_parse_amount_why(text, &amount, &w);
+        *expected = "a size such as 64G or 1.5GiB, or none";
+        break;
     }
-    return false;
-}
-
-static const char *expected(const struct ho_option_info *o) {
-    switch (o->kind) {
-    case HO_KIND_ENUM:
-        return o->values;
-    case HO_KIND_SIZE:
-        return "a size such as 4M or 2G";
-    case HO_KIND_AMOUNT:
-        return "a size such as 60G, a percentage such as 75%, or none";
-    default:
-        return "text";
-    }
+    if (why != NULL) *why = ok ? NULL : w;
+    return ok;
 }
 
 static const char *value_of(const char *(*getenv_fn)(const char *), enum ho_option_id id,
@@ -119,9 +129,10 @@ static const char *value_of(const char *(*getenv_fn)(const char *), enum ho_opti
     const struct ho_option_info *o = &ho_option_table[id];
     const char *v = getenv_fn(o->env);
     if (v == NULL) return o->def;
-    if (!valid(o, v)) {
-        ho_log(HO_LOG_ERROR, "%s=\"%s\" is not valid: expected %s; using %s", o->env, v,
-               expected(o), o->def);
+    const char *why = NULL, *expected = NULL;
+    if (!ho_option_check(o, v, &why, &expected)) {
+        ho_log(HO_LOG_ERROR, "%s=\"%s\" is not valid (%s): expected %s; using %s", o->env, v, why,
+               expected, o->def[0] != '\0' ? o->def : "nothing");
         (*invalid)++;
         return o->def;
     }

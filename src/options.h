@@ -15,8 +15,9 @@ enum ho_log_level { HO_LOG_ERROR, HO_LOG_WARN, HO_LOG_INFO, HO_LOG_DEBUG };
 enum ho_option_kind {
     HO_KIND_ENUM,   /* one of `values` */
     HO_KIND_STRING, /* any text; empty means unset */
-    HO_KIND_SIZE,   /* bytes, with K, M, G, T suffixes (powers of 1024) */
-    HO_KIND_AMOUNT, /* a size, a percentage (of the device's memory), or "none" */
+    HO_KIND_SIZE,   /* a size (units.h: K, M, G, T are powers of 1024, decimals allowed) */
+    HO_KIND_AMOUNT, /* a size above 0, a percentage (of the device's memory), or "none" */
+    HO_KIND_LIMIT,  /* a size above 0, or "none" (no base a percentage could be taken of) */
 };
 
 enum ho_backend { HO_BACKEND_AUTO, HO_BACKEND_VMM, HO_BACKEND_UVM };
@@ -27,10 +28,11 @@ enum ho_policy_choice { HO_CHOOSE_LOOKAHEAD, HO_CHOOSE_LRU, HO_CHOOSE_ORACLE };
 struct ho_amount {
     enum { HO_AMOUNT_NONE, HO_AMOUNT_BYTES, HO_AMOUNT_PERCENT } kind;
     uint64_t bytes;
-    double percent;
+    double percent;      /* for display; millionths is the exact value */
+    uint32_t millionths; /* of a percent (units.h) */
 };
 
-/* Resolves an amount against a total: UINT64_MAX for none. */
+/* Resolves an amount against a total, exactly: UINT64_MAX for none. */
 uint64_t ho_amount_resolve(const struct ho_amount *a, uint64_t total);
 /* The one spelling of each enum option's values, as options.def lists them (reports, traces,
  * logs and the hostoff command use these; a unit test checks them against the table). An
@@ -39,9 +41,11 @@ const char *ho_mode_name(enum ho_mode mode);
 const char *ho_backend_name(enum ho_backend backend);
 const char *ho_policy_name(enum ho_policy_choice policy);
 
-/* Parses "64M", "1.5G" is not accepted (whole numbers); false on anything malformed. */
+/* The grammar of units.h; false on anything it does not define, with what was wrong in *why
+ * (why may be NULL). A size of 0 is a size; an amount is never 0 ("none", or above 0). */
 bool ho_parse_size(const char *text, uint64_t *out);
 bool ho_parse_amount(const char *text, struct ho_amount *out);
+bool ho_parse_amount_why(const char *text, struct ho_amount *out, const char **why);
 
 #define HO_OPTION(id, env, kind, def, values, doc) HO_OPT_##id,
 enum ho_option_id {
@@ -59,6 +63,11 @@ struct ho_option_info {
 };
 
 extern const struct ho_option_info ho_option_table[HO_OPT_COUNT];
+
+/* Whether text is a valid value of option o; when not, *why says what was wrong and *expected
+ * what the option takes, for one line naming the variable or option. */
+bool ho_option_check(const struct ho_option_info *o, const char *text, const char **why,
+                     const char **expected);
 
 struct ho_options {
     enum ho_mode mode;

@@ -2,12 +2,14 @@
 #include "site.h"
 
 #include "log.h"
+#include "outfile.h"
 #include "registry.h"
 #include "stats.h"
 #include "track.h"
 #include "engine.h"
 #include "json_text.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,16 +141,20 @@ static void write_group(FILE *f, const char *group, bool *first_group) {
 }
 
 int ho_report_write(const char *pattern, const char *mode, const struct ho_report_interpose *ip) {
-    char path[4096], tmp[4200];
+    char path[HO_OUTFILE_PATH];
     if (ho_expand_path(pattern, path, sizeof path) != 0) {
         ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: path too long; no report written", pattern);
         return -1;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot create %s; no report written", pattern,
-               tmp);
+    /* Large: not on the stack of an exiting thread. One report at a time (exit, or a test). */
+    static struct ho_outfile out;
+    const char *why = NULL;
+    FILE *f = NULL;
+    if (ho_outfile_open(&out, path, &why) != 0 || (f = fdopen(out.fd, "w")) == NULL) {
+        if (why == NULL) why = "cannot be written";
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: %s %s%s%s; no report written", pattern, path, why,
+               out.err ? ": " : "", out.err ? strerror(out.err) : "");
+        ho_outfile_abort(&out);
         return -1;
     }
     fprintf(f,
@@ -174,9 +180,22 @@ int ho_report_write(const char *pattern, const char *mode, const struct ho_repor
     fprintf(f, "\n  ]");
     write_sites(f, &c);
     fprintf(f, "\n}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot write %s", pattern, path);
-        remove(tmp);
+    bool written = fflush(f) == 0 && !ferror(f);
+    int err = errno;
+    out.fd = -1; /* fclose closes it */
+    if (fclose(f) != 0 && written) {
+        written = false;
+        err = errno;
+    }
+    if (!written) {
+        ho_outfile_abort(&out);
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: cannot write %s: %s", pattern, path,
+               strerror(err));
+        return -1;
+    }
+    if (ho_outfile_commit(&out, &why) != 0) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_REPORT=%s: %s %s%s%s", pattern, path, why,
+               out.err ? ": " : "", out.err ? strerror(out.err) : "");
         return -1;
     }
     return 0;

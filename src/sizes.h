@@ -1,7 +1,7 @@
-/* Sizes as people write them: "4096", "64K", "2M", "141G", "1T" (powers of 1024; a trailing B is
- * allowed: "2GB" reads as 2 GiB). One parser for the library's HOSTOFF_* options, the simulator's
- * SIMCUDA_* variables and the hostoff command's options, so all three read a size the same way.
- * Header-only: the simulator is a separate library and shares no object code with hostoff. */
+/* The simulator's sizes (SIMCUDA_*): "4096", "64K", "2M", "141G", "1T" (powers of 1024; a
+ * trailing B is allowed: "2GB" reads as 2 GiB), whole numbers only. Header-only: the simulator is
+ * a separate library and shares no object code with hostoff. hostoff itself (HOSTOFF_* and the
+ * command's options) reads sizes with src/units.h, a superset of this grammar (decimals, iB). */
 #ifndef HOSTOFF_SIZES_H
 #define HOSTOFF_SIZES_H
 

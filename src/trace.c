@@ -7,9 +7,11 @@
 #include "mode.h"
 #include "log.h"
 #include "options.h"
+#include "outfile.h"
 #include "report.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -119,13 +121,36 @@ static void decide(void) {
         atomic_store(&ho_trace_state, HO_TRACE_OFF);
         return;
     }
-    tr.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (tr.fd < 0) {
-        ho_log(HO_LOG_ERROR, "HOSTOFF_TRACE=%s: cannot create %s; no trace written", o->trace,
-               path);
+    /* A process exec'd by a traced one inherits HOSTOFF_TRACE: with no %p in the path it would
+     * replace the trace its parent is still writing. The writer holds a lock on its file; a
+     * process that finds the path locked writes PATH.PID instead (docs/trace-format.md). */
+    if (ho_outfile_in_use(path)) {
+        size_t n = strlen(path);
+        int w = snprintf(path + n, sizeof path - n, ".%ld", (long)getpid());
+        if (w < 0 || (size_t)w >= sizeof path - n) {
+            ho_log(HO_LOG_ERROR, "HOSTOFF_TRACE=%s: path too long; no trace written", o->trace);
+            atomic_store(&ho_trace_state, HO_TRACE_OFF);
+            return;
+        }
+        ho_log(HO_LOG_WARN,
+               "HOSTOFF_TRACE=%s: another process is writing %.*s (the path has no %%p); process "
+               "%ld writes %s",
+               o->trace, (int)n, path, (long)getpid(), path);
+    }
+    /* Streamed to its final name: published (renamed over the path) at once, then appended to. */
+    static struct ho_outfile out;
+    const char *why = NULL;
+    if (ho_outfile_open(&out, path, &why) == 0) {
+        ho_outfile_lock(&out);
+        if (ho_outfile_publish(&out, &why) != 0) ho_outfile_abort(&out);
+    }
+    if (out.fd < 0) {
+        ho_log(HO_LOG_ERROR, "HOSTOFF_TRACE=%s: %s %s%s%s; no trace written", o->trace, path, why,
+               out.err ? ": " : "", out.err ? strerror(out.err) : "");
         atomic_store(&ho_trace_state, HO_TRACE_OFF);
         return;
     }
+    tr.fd = out.fd;
     atexit(trace_at_exit);
     pthread_atfork(NULL, NULL, trace_fork_child);
     atomic_store(&ho_trace_state, HO_TRACE_ON);

@@ -1,7 +1,8 @@
 /* Helpers shared by the hostoff subcommands (see cli.h). */
 #include "cli.h"
 
-#include "sizes.h"
+#include "outfile.h"
+#include "units.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,7 +25,11 @@ void cli_error(const char *fmt, ...) {
 }
 
 bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out) {
-    return ho_parse_size_text(text, suffixes, out);
+    return cli_parse_uint_why(text, suffixes, out, NULL);
+}
+
+bool cli_parse_uint_why(const char *text, bool suffixes, uint64_t *out, const char **why) {
+    return suffixes ? ho_units_size(text, out, why) : ho_units_count(text, out, why);
 }
 
 void cli_format_bytes(uint64_t bytes, char *buf, size_t cap) {
@@ -151,20 +156,50 @@ char *cli_read_file(const char *path, size_t *len) {
     return buf;
 }
 
+FILE *cli_create(struct ho_outfile *o, const char *path, const char *who) {
+    const char *why = NULL;
+    FILE *f = NULL;
+    if (ho_outfile_open(o, path, &why) != 0 || (f = fdopen(o->fd, "w")) == NULL) {
+        int err = why != NULL ? o->err : errno;
+        cli_error("%s: %s %s%s%s", who, path, why != NULL ? why : "cannot be written",
+                  err ? ": " : "", err ? strerror(err) : "");
+        ho_outfile_abort(o);
+        return NULL;
+    }
+    return f;
+}
+
+bool cli_finish(struct ho_outfile *o, FILE *f, bool ok, const char *who) {
+    if (fflush(f) != 0 || ferror(f)) ok = false;
+    int err = errno;
+    o->fd = -1; /* fclose closes it */
+    if (fclose(f) != 0) ok = false;
+    if (!ok) {
+        ho_outfile_abort(o);
+        cli_error("%s: cannot write %s: %s", who, o->path, strerror(err ? err : EIO));
+        return false;
+    }
+    const char *why = NULL;
+    if (ho_outfile_commit(o, &why) != 0) {
+        cli_error("%s: %s %s%s%s", who, o->path, why, o->err ? ": " : "",
+                  o->err ? strerror(o->err) : "");
+        return false;
+    }
+    return true;
+}
+
 bool cli_copy_file(const char *dir, const char *name, const char *dest) {
-    char src[PATH_MAX], tmp[PATH_MAX + 32];
+    char src[PATH_MAX];
     snprintf(src, sizeof src, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dest, (long)getpid());
     size_t len = 0;
     char *data = cli_read_file(src, &len);
-    FILE *f = data != NULL ? fopen(tmp, "wb") : NULL;
-    bool ok = f != NULL && fwrite(data, 1, len, f) == len;
-    if (f != NULL && fclose(f) != 0) ok = false;
-    if (ok && rename(tmp, dest) != 0) ok = false;
-    if (!ok) {
-        if (f != NULL) remove(tmp);
-        cli_error("cannot write %s: %s", dest, data == NULL ? "nothing to copy" : strerror(errno));
+    if (data == NULL) {
+        cli_error("cannot write %s: %s missing", dest, src);
+        return false;
     }
+    struct ho_outfile out;
+    FILE *f = cli_create(&out, dest, "hostoff");
+    bool ok = f != NULL && cli_finish(&out, f, fwrite(data, 1, len, f) == len, "hostoff");
     free(data);
     return ok;
 }

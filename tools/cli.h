@@ -7,6 +7,7 @@
 #define HOSTOFF_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,17 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A whole number, with an optional K, M, G or T suffix (powers of 1024) when `suffixes`. */
 bool cli_parse_uint(const char *text, bool suffixes, uint64_t *out);
+
+/* Creating an output file the library's way (src/outfile.h: a temporary renamed over a regular
+ * file, a special file written in place, links to files refused, nothing else removed).
+ * cli_create returns a FILE, or NULL after one line "hostoff: WHO: PATH ...". cli_finish closes
+ * it and publishes it when ok, else removes only the temporary; false (after one line) when the
+ * file could not be completed. */
+struct ho_outfile;
+FILE *cli_create(struct ho_outfile *o, const char *path, const char *who);
+bool cli_finish(struct ho_outfile *o, FILE *f, bool ok, const char *who);
+/* The same, saying what was wrong (src/units.h's phrases); why may be NULL. */
+bool cli_parse_uint_why(const char *text, bool suffixes, uint64_t *out, const char **why);
 /* "12.3 GB" (powers of 1000, as link and memory figures are quoted). */
 void cli_format_bytes(uint64_t bytes, char *buf, size_t cap);
 

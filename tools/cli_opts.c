@@ -31,6 +31,9 @@ size_t run_opts(const struct cli_opt **out) {
             case HO_KIND_AMOUNT:
                 arg = "BYTES|PCT%|none";
                 break;
+            case HO_KIND_LIMIT:
+                arg = "BYTES|none";
+                break;
             case HO_KIND_STRING:
                 arg = "PATH";
                 break;

@@ -9,6 +9,7 @@
  * (hostoff report), and a summary. Each step runs this same hostoff
  * binary as a child, so what it does is what the subcommands do. */
 #include "cli.h"
+#include "options.h"
 #include "cli_opts.h"
 #include "json.h"
 #include "profile.h"
@@ -101,6 +102,15 @@ int cmd_demo(int argc, char **argv) {
     }
     if (strcmp(budget, "none") == 0) {
         cli_error("demo: --budget none would move nothing; give a share of the peak or a size");
+        return 2;
+    }
+    /* The one grammar (src/units.h), checked here so that the refusal names this command. */
+    struct ho_amount amount;
+    const char *why = NULL;
+    if (!ho_parse_amount_why(budget, &amount, &why)) {
+        cli_error("demo: --budget %s: %s; expected a percentage of the job's peak such as 85%% or "
+                  "a size such as 2G or 1.5GiB",
+                  budget, why);
         return 2;
     }
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {

@@ -8,6 +8,7 @@
  * The generator runs twice: a counting pass computes the peak and the totals the first line
  * carries, then the writing pass writes the same events. */
 #include "cli.h"
+#include "outfile.h"
 #include "gen.h"
 #include "gen_presets.h"
 
@@ -126,8 +127,9 @@ static int parse(int argc, char **argv, struct job *j, const char **out) {
             j->dtype_name = v;
             continue;
         }
-        if (strncmp(a, "--", 2) != 0 || !cli_parse_uint(v, true, &n)) {
-            cli_error("gen-trace: %s %s: expected --option NUMBER", a, v);
+        const char *why = "expected --option NUMBER";
+        if (strncmp(a, "--", 2) != 0 || !cli_parse_uint_why(v, true, &n, &why)) {
+            cli_error("gen-trace: %s %s: %s", a, v, why);
             return 2;
         }
         if (strcmp(a, "--steps") == 0)
@@ -199,9 +201,9 @@ int cmd_gentrace(int argc, char **argv) {
     }
 
     bool to_stdout = strcmp(out, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(out, "w");
+    struct ho_outfile file;
+    FILE *f = to_stdout ? stdout : cli_create(&file, out, "gen-trace");
     if (f == NULL) {
-        cli_error("gen-trace: cannot create %s", out);
         gen_done(&count);
         free(j.model);
         return 1;
@@ -217,12 +219,14 @@ int cmd_gentrace(int argc, char **argv) {
     run(&g, &j, &prog);
     cli_progress_end(&prog);
     bool ok = !g.failed && !ferror(f);
-    if (!to_stdout && fclose(f) != 0) ok = false;
-    if (to_stdout) fflush(f);
-    if (!ok) {
-        cli_error("gen-trace: writing %s failed", out);
-        if (!to_stdout) remove(out);
-    } else if (!to_stdout) {
+    if (to_stdout) {
+        if (fflush(f) != 0) ok = false;
+        if (!ok) cli_error("gen-trace: writing %s failed", out);
+    } else {
+        /* Only the temporary is removed on failure: never what was at the path. */
+        ok = cli_finish(&file, f, ok, "gen-trace");
+    }
+    if (ok && !to_stdout) {
         char peak[32];
         cli_format_bytes(count.peak, peak, sizeof peak);
         printf("%s: %.2f billion parameters, peak %s, %llu steps, %llu events, %.3f ms of "

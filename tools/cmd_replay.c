@@ -26,6 +26,8 @@
  *                    plan beside the reports, and the library follows it (HOSTOFF_ORACLE_PLAN):
  *                    the bound lookahead is measured against. */
 #include "cli.h"
+#include "options.h"
+#include "units.h"
 #include "json.h"
 #include "oracle_input.h"
 #include "trace_read.h"
@@ -64,8 +66,9 @@ struct options {
     bool json;
     double h2d, d2h, duplex; /* GB/s */
     bool budget_none;
-    uint64_t budget;   /* bytes */
-    double budget_pct; /* 0: given in bytes */
+    uint64_t budget;            /* bytes */
+    double budget_pct;          /* 0: given in bytes */
+    uint32_t budget_millionths; /* the same percentage, exactly (src/units.h) */
 };
 
 struct results {
@@ -167,22 +170,22 @@ static int parse(int argc, char **argv, struct options *o) {
         cli_error("replay: --link %s: expected pcie5, c2c or a rate in GB/s", o->link);
         return 2;
     }
-    const char *b = o->budget_text;
-    size_t n = strlen(b);
-    if (strcmp(b, "none") == 0) {
-        o->budget_none = true;
-    } else if (n >= 2 && b[n - 1] == '%') {
-        char *end = NULL;
-        errno = 0;
-        o->budget_pct = strtod(b, &end);
-        if (errno != 0 || end != b + n - 1 || !(o->budget_pct > 0) || o->budget_pct > 100) {
-            cli_error("replay: --budget %s: a percentage must be above 0 and at most 100", b);
-            return 2;
-        }
-    } else if (!cli_parse_uint(b, true, &o->budget) || o->budget == 0) {
-        cli_error("replay: --budget %s: expected none, a size such as 60G, or a percentage", b);
+    /* The library's grammar (src/units.h); a percentage is of the trace's peak. */
+    const char *b = o->budget_text, *why = NULL;
+    struct ho_amount amount;
+    if (!ho_parse_amount_why(b, &amount, &why)) {
+        cli_error("replay: --budget %s: %s; expected none, a size such as 60G or 1.5GiB, or a "
+                  "percentage of the trace's peak such as 70%%",
+                  b, why);
         return 2;
     }
+    if (amount.kind == HO_AMOUNT_NONE)
+        o->budget_none = true;
+    else if (amount.kind == HO_AMOUNT_PERCENT) {
+        o->budget_pct = amount.percent;
+        o->budget_millionths = amount.millionths;
+    } else
+        o->budget = amount.bytes;
     return 0;
 }
 
@@ -423,8 +426,15 @@ int cmd_replay(int argc, char **argv) {
         cli_error("replay: %s; nothing replayed", err);
         return 2;
     }
-    if (o.budget_pct > 0) o.budget = (uint64_t)((double)t.peak_bytes * o.budget_pct / 100.0);
-    if (!o.budget_none && o.budget == 0) o.budget = 1;
+    if (o.budget_pct > 0) {
+        o.budget = ho_units_share(t.peak_bytes, o.budget_millionths);
+        if (o.budget == 0) {
+            cli_error("replay: --budget %s of the trace's peak (%llu bytes) is 0 bytes; give a "
+                      "larger share or a size",
+                      o.budget_text, (unsigned long long)t.peak_bytes);
+            return 2;
+        }
+    }
     if (!o.budget_none) {
         uint64_t through = oracle_unmanaged_peak(&t, o.min_bytes);
         o.engine_budget = o.budget > through ? o.budget - through : 1;

@@ -5,6 +5,7 @@
  * same process (rank and pid) are shown together; several processes (ranks) make one page with a
  * row per rank. Prints the paths it wrote. */
 #include "cli.h"
+#include "outfile.h"
 #include "cli_opts.h"
 #include "profile.h"
 
@@ -66,21 +67,10 @@ static void default_stem(const char *input, char *stem, size_t cap) {
 static bool write_one(const char *path,
                       int (*fn)(FILE *, const struct profile *, size_t, char *const *, size_t),
                       const struct profile *ps, size_t n, char *const *inputs, size_t ninputs) {
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        cli_error("report: cannot create %s: %s", tmp, strerror(errno));
-        return false;
-    }
-    bool ok = fn(f, ps, n, inputs, ninputs) == 0;
-    if (fclose(f) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false;
-    if (!ok) {
-        remove(tmp);
-        cli_error("report: cannot write %s", path);
-    }
-    return ok;
+    struct ho_outfile out;
+    FILE *f = cli_create(&out, path, "report");
+    if (f == NULL) return false;
+    return cli_finish(&out, f, fn(f, ps, n, inputs, ninputs) == 0, "report");
 }
 
 static int perfetto_fn(FILE *f, const struct profile *ps, size_t n, char *const *inputs,

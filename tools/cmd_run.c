@@ -48,36 +48,6 @@ static void usage(FILE *f) {
     cli_opts_help(f, o, n);
 }
 
-static bool enum_has(const char *values, const char *v) {
-    size_t n = strlen(v);
-    for (const char *p = values; *p != '\0';) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar != NULL ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, v, n) == 0) return true;
-        if (bar == NULL) break;
-        p = bar + 1;
-    }
-    return false;
-}
-
-/* Whether v is a valid value of option i (the library's own parsers). */
-static bool valid(int i, const char *v) {
-    const struct ho_option_info *o = &ho_option_table[i];
-    uint64_t size;
-    struct ho_amount amount;
-    switch (o->kind) {
-    case HO_KIND_ENUM:
-        return enum_has(o->values, v);
-    case HO_KIND_SIZE:
-        return ho_parse_size(v, &size);
-    case HO_KIND_AMOUNT:
-        return ho_parse_amount(v, &amount);
-    case HO_KIND_STRING:
-        return true;
-    }
-    return false;
-}
-
 /* ------------------------------------------------------------------------- environment */
 
 struct env {
@@ -343,8 +313,9 @@ int cmd_run(int argc, char **argv) {
             }
             v = argv[++i];
         }
-        if (!valid((int)k, v)) {
-            cli_error("run: --%s %s: expected %s", opts[k].name, v, opts[k].arg);
+        const char *why = NULL, *expected = NULL;
+        if (!ho_option_check(&ho_option_table[k], v, &why, &expected)) {
+            cli_error("run: --%s %s: %s; expected %s", opts[k].name, v, why, expected);
             return 2;
         }
         given[k] = v;

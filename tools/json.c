@@ -2,6 +2,7 @@
 #include "json.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,12 +179,22 @@ static bool parse_number(struct parser *ps, struct json *v) {
         while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
             ps->p++;
     }
-    char buf[64];
+    /* The whole text goes to strtod (correctly rounded); longer numbers are refused rather than
+     * cut (a cut one would lose its exponent), and so is one beyond a double's range: readers
+     * downstream take every number as finite. */
+    char buf[512];
     size_t len = (size_t)(ps->p - s);
-    if (len >= sizeof buf) len = sizeof buf - 1;
+    if (len >= sizeof buf) {
+        fail(ps, "number longer than 511 characters");
+        return false;
+    }
     memcpy(buf, s, len);
     buf[len] = '\0';
     v->real = strtod(buf, NULL);
+    if (!isfinite(v->real)) {
+        fail(ps, "number out of range");
+        return false;
+    }
     if (integer && !overflow) {
         v->type = JSON_INT;
         v->neg = neg && mag != 0;

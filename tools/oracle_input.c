@@ -8,6 +8,7 @@
  * the oracle's moves land on the wrong buffers: slower, never incorrect, since the engine still
  * checks every move. */
 #include "oracle_input.h"
+#include "outfile.h"
 #include "u64map.h"
 #include "oracle.h"
 #include "move_cost.h"
@@ -117,9 +118,20 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, uint64_t min_bytes
         snprintf(err, errcap, "out of memory while planning");
         goto done;
     }
-    FILE *f = fopen(path, "w");
-    if (f == NULL || ho_oracle_write(&plan, f) != 0 || fclose(f) != 0) {
-        snprintf(err, errcap, "%s: cannot write the plan: %s", path, strerror(errno));
+    /* Created like every file hostoff writes (src/outfile.h), though the replay's own
+     * temporary directory is private. */
+    struct ho_outfile out;
+    const char *why = "cannot be written";
+    FILE *f = ho_outfile_open(&out, path, &why) == 0 ? fdopen(out.fd, "w") : NULL;
+    bool ok = f != NULL && ho_oracle_write(&plan, f) == 0;
+    if (f != NULL) {
+        ok = fflush(f) == 0 && ok;
+        out.fd = -1; /* fclose closes it */
+        ok = fclose(f) == 0 && ok;
+    }
+    if (!ok || ho_outfile_commit(&out, &why) != 0) {
+        if (!ok) ho_outfile_abort(&out);
+        snprintf(err, errcap, "%s: cannot write the plan: %s", path, why);
         goto done;
     }
     rc = 0;

@@ -16,10 +16,18 @@ struct change {
     uint8_t what, kind; /* CH_*, and a move's tmove_kind */
 };
 
+/* Byte counts change in modular (unsigned) arithmetic: a buffer of 2^63 bytes or more must not
+ * overflow a signed sum. Every total at a point in time is a sum of live buffers, so it is exact
+ * whenever it fits in 64 bits. */
 struct delta {
     uint64_t t, seq;
-    int64_t res, inf, host;
+    uint64_t res, inf, host;
 };
+
+/* a + b, at most UINT64_MAX: times and totals from a trace are the trace's to choose. */
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 static int cmp_change(const void *a, const void *b) {
     const struct change *x = a, *y = b;
@@ -34,7 +42,7 @@ static int cmp_delta(const void *a, const void *b) {
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static void add_to(struct delta *d, int state, int64_t bytes) {
+static void add_to(struct delta *d, int state, uint64_t bytes) {
     switch (state) {
     case ST_RES:
         d->res += bytes;
@@ -72,8 +80,8 @@ static bool timeline(struct profile *p) {
         /* An allocation holds memory from when the call returned (it may have waited for
          * evictions to make room first); a free lets it go when called. */
         if (e->kind == TEV_ALLOC)
-            ch[nch++] =
-                (struct change){e->id, e->t + e->d, 2 * (uint64_t)e->line, e->bytes, CH_ALLOC, 0};
+            ch[nch++] = (struct change){
+                e->id, sat_add(e->t, e->d), 2 * (uint64_t)e->line, e->bytes, CH_ALLOC, 0};
         else if (e->kind == TEV_FREE)
             ch[nch++] = (struct change){e->id, e->t, 2 * (uint64_t)e->line, 0, CH_FREE, 0};
     }
@@ -81,8 +89,8 @@ static bool timeline(struct profile *p) {
         const struct tmove *m = &t->moves[i];
         if (m->cancelled) continue;
         ch[nch++] = (struct change){m->id, m->t, 2 * (uint64_t)m->line, 0, CH_START, m->kind};
-        ch[nch++] =
-            (struct change){m->id, m->t + m->ns, 2 * (uint64_t)m->line + 1, 0, CH_END, m->kind};
+        ch[nch++] = (struct change){
+            m->id, sat_add(m->t, m->ns), 2 * (uint64_t)m->line + 1, 0, CH_END, m->kind};
     }
     qsort(ch, nch, sizeof *ch, cmp_change);
     size_t ndl = 0;
@@ -114,8 +122,8 @@ static bool timeline(struct profile *p) {
             if (next == state) continue;
             struct delta *d = &dl[ndl++];
             *d = (struct delta){.t = c->t, .seq = c->seq};
-            add_to(d, state, -(int64_t)bytes);
-            add_to(d, next, (int64_t)bytes);
+            add_to(d, state, 0 - bytes); /* modular: adding it takes bytes away */
+            add_to(d, next, bytes);
             state = next;
         }
     }
@@ -126,7 +134,7 @@ static bool timeline(struct profile *p) {
         free(dl);
         return false;
     }
-    int64_t res = 0, inf = 0, host = 0;
+    uint64_t res = 0, inf = 0, host = 0;
     for (size_t i = 0; i < ndl; i++) {
         res += dl[i].res;
         inf += dl[i].inf;
@@ -134,10 +142,10 @@ static bool timeline(struct profile *p) {
         if (i + 1 < ndl && dl[i + 1].t == dl[i].t) continue;
         struct prof_point *pt = &p->pts[p->npts++];
         pt->t = dl[i].t;
-        pt->resident = res > 0 ? (uint64_t)res : 0;
-        pt->inflight = inf > 0 ? (uint64_t)inf : 0;
-        pt->host = host > 0 ? (uint64_t)host : 0;
-        uint64_t dev = pt->resident + pt->inflight, all = dev + pt->host;
+        pt->resident = res;
+        pt->inflight = inf;
+        pt->host = host;
+        uint64_t dev = sat_add(pt->resident, pt->inflight), all = sat_add(dev, pt->host);
         if (dev > p->device_peak) p->device_peak = dev;
         if (all > p->live_peak) p->live_peak = all;
         if (pt->host > p->host_peak) p->host_peak = pt->host;
@@ -166,7 +174,7 @@ static bool transfers(struct profile *p) {
     for (size_t i = 0; i < t->nmoves; i++) {
         const struct tmove *m = &t->moves[i];
         p->xf[p->nxf++] = (struct prof_xfer){.submit = m->t,
-                                             .seen = m->t + m->ns,
+                                             .seen = sat_add(m->t, m->ns),
                                              .bytes = m->bytes,
                                              .id = m->id,
                                              .kind = m->kind,
@@ -178,10 +186,12 @@ static bool transfers(struct profile *p) {
         struct prof_xfer *x = &p->xf[i];
         int dir = x->kind == TMOVE_EVICT ? 0 : 1;
         double gbps = dir == 0 ? p->d2h_gbps : p->h2d_gbps;
-        uint64_t ns = gbps > 0 ? (uint64_t)((double)x->bytes / gbps) : 0;
+        double q = gbps > 0 ? (double)x->bytes / gbps : 0; /* rates are finite, above 0 */
+        uint64_t ns = q < 1.8e19 ? (uint64_t)q : UINT64_MAX;
         x->start = x->submit > prev_end[dir] ? x->submit : prev_end[dir];
         if (x->start > x->seen) x->start = x->seen;
-        x->end = x->start + ns < x->seen ? x->start + ns : x->seen;
+        uint64_t end = sat_add(x->start, ns);
+        x->end = end < x->seen ? end : x->seen;
         prev_end[dir] = x->end;
     }
     return true;
@@ -292,9 +302,9 @@ static bool per_buffer(struct profile *p) {
             struct prof_buf *b = buf_of(p, &ix, m->id, &capbufs);
             if (b == NULL) goto oom;
             if (m->kind == TMOVE_EVICT)
-                b->to_host += m->bytes;
+                b->to_host = sat_add(b->to_host, m->bytes);
             else
-                b->to_device += m->bytes;
+                b->to_device = sat_add(b->to_device, m->bytes);
             if (m->cancelled) continue;
             if (m->kind == TMOVE_EVICT)
                 b->evictions++;
@@ -313,7 +323,7 @@ static bool per_buffer(struct profile *p) {
                 free(w);
                 goto oom;
             }
-            b->stall_ns += s->ns;
+            b->stall_ns = sat_add(b->stall_ns, s->ns);
             if (s->why == TSTALL_LATE) b->late++;
             if (s->who != 0) w[nw++] = (struct waiter){s->id, s->who};
         }
@@ -374,18 +384,20 @@ bool prof_derive(struct profile *p, const struct prof_link *link) {
         if (!timeline(p) || !transfers(p) || !stalls(p)) return false;
         for (size_t i = 0; i < t->n; i++) {
             const struct tev *e = &t->ev[i];
-            uint64_t end = e->t + (e->kind == TEV_LAUNCH ? e->ns : 0);
+            /* A call ends after its duration (an allocation may wait), a kernel after its own. */
+            uint64_t end = sat_add(e->t, e->d);
+            if (e->kind == TEV_LAUNCH && sat_add(e->t, e->ns) > end) end = sat_add(e->t, e->ns);
             if (end > p->t_end) p->t_end = end;
-            if (e->kind == TEV_LAUNCH) p->kernel_ns += e->ns;
+            if (e->kind == TEV_LAUNCH) p->kernel_ns = sat_add(p->kernel_ns, e->ns);
         }
         for (size_t i = 0; i < t->nmoves; i++)
-            if (t->moves[i].t + t->moves[i].ns > p->t_end)
-                p->t_end = t->moves[i].t + t->moves[i].ns;
+            if (sat_add(t->moves[i].t, t->moves[i].ns) > p->t_end)
+                p->t_end = sat_add(t->moves[i].t, t->moves[i].ns);
         for (size_t i = 0; i < t->nstalls; i++) {
             const struct tstall *s = &t->stalls[i];
-            if (s->t + s->ns > p->t_end) p->t_end = s->t + s->ns;
-            p->stall_why[s->why] += s->ns;
-            p->stall_ns += s->ns;
+            if (sat_add(s->t, s->ns) > p->t_end) p->t_end = sat_add(s->t, s->ns);
+            p->stall_why[s->why] = sat_add(p->stall_why[s->why], s->ns);
+            p->stall_ns = sat_add(p->stall_ns, s->ns);
             if (s->why == TSTALL_LATE) p->late++;
         }
         if (t->peak_bytes > p->live_peak) p->live_peak = t->peak_bytes;
@@ -393,10 +405,10 @@ bool prof_derive(struct profile *p, const struct prof_link *link) {
             const struct tmove *m = &t->moves[i];
             if (m->cancelled) continue;
             if (m->kind == TMOVE_EVICT) {
-                p->moved_to_host += m->bytes;
+                p->moved_to_host = sat_add(p->moved_to_host, m->bytes);
                 p->evictions++;
             } else {
-                p->moved_to_device += m->bytes;
+                p->moved_to_device = sat_add(p->moved_to_device, m->bytes);
                 if (m->kind == TMOVE_RESTORE)
                     p->demand++;
                 else

@@ -5,6 +5,7 @@
  * rank first, then a section per rank on one time axis. */
 #include "profile.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +54,29 @@ static void esc(FILE *f, const char *s) {
 
 /* ------------------------------------------------------------------------------- axes */
 
+/* The bin (or column) holding value v of a range cut into n bins of width w, clamped to
+ * [0, n): values from a trace can be anywhere, and a double too large for an int must never
+ * become an index. */
+static int bin_of(double v, double w, int n) {
+    double b = w > 0 ? v / w : 0;
+    if (!(b >= 0)) return 0; /* negative or NaN */
+    return b < n ? (int)b : n - 1;
+}
+
+/* An axis' extent: finite and above 0 (a trace's numbers are finite, but a rate times a time
+ * can still overflow a double). */
+static double axis_max(double v) {
+    if (!(v > 0)) return 1;
+    return isfinite(v) ? v : DBL_MAX / 16;
+}
+
+/* The most ticks an axis draws: the loops below are bounded by this, not by floating-point
+ * steps that could be too small to advance. */
+#define MAX_TICKS 16
+
 /* A "nice" tick step for [0, max] with about n ticks: 1, 2 or 5 times a power of ten. */
 static double nice_step(double max, int n) {
-    if (!(max > 0)) return 1;
+    if (!(max > 0) || !isfinite(max)) return 1;
     double raw = max / n, mag = pow(10, floor(log10(raw)));
     double r = raw / mag;
     return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
@@ -102,7 +123,9 @@ static void svg_open(FILE *f, const char *title) {
 /* Grid, ticks and labels; `ylabel` names the y unit. */
 static void svg_axes(FILE *f, const struct axes *a, const char *ylabel, double ydiv, bool percent) {
     double ystep = nice_step(a->ymax, 5);
-    for (double v = 0; v <= a->ymax * 1.0001; v += ystep) {
+    for (int i = 0; i <= MAX_TICKS; i++) {
+        double v = i * ystep;
+        if (!(v <= a->ymax * 1.0001)) break;
         double y = ypos(a, v);
         fprintf(f,
                 "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
@@ -110,7 +133,9 @@ static void svg_axes(FILE *f, const struct axes *a, const char *ylabel, double y
                 ML, y, ML + PW, y, ML - 6, y + 4, v / ydiv, percent ? "%" : "");
     }
     double tstep = nice_step(a->tmax / a->tdiv, 6) * a->tdiv;
-    for (double t = 0; t <= a->tmax * 1.0001 && tstep > 0; t += tstep) {
+    for (int i = 0; i <= MAX_TICKS && tstep > 0; i++) {
+        double t = i * tstep;
+        if (!(t <= a->tmax * 1.0001)) break;
         double x = xpos(a, t);
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
@@ -208,9 +233,7 @@ static void fig_memory(FILE *f, const struct profile *p, double tmax) {
         const struct prof_point *pt = &p->pts[i];
         double t0 = (double)pt->t,
                t1 = i + 1 < p->npts ? (double)p->pts[i + 1].t : (double)p->t_end;
-        int c0 = (int)(t0 / dt), c1 = t1 > t0 ? (int)((t1 - 1) / dt) : c0;
-        if (c0 >= NC) c0 = NC - 1;
-        if (c1 >= NC) c1 = NC - 1;
+        int c0 = bin_of(t0, dt, NC), c1 = t1 > t0 ? bin_of(t1 - 1, dt, NC) : c0;
         double v1 = (double)pt->resident, v2 = v1 + (double)pt->inflight,
                v3 = v2 + (double)pt->host;
         for (int c = c0; c <= c1; c++) {
@@ -221,7 +244,7 @@ static void fig_memory(FILE *f, const struct profile *p, double tmax) {
     }
     double top = (double)p->live_peak;
     if (p->has_budget && (double)p->budget > top) top = (double)p->budget;
-    struct axes a = {.tmax = tmax, .ymax = top * 1.08};
+    struct axes a = {.tmax = axis_max(tmax), .ymax = axis_max(top * 1.08)};
     time_unit(&a);
     double ydiv = a.ymax >= 2e9 ? 1e9 : 1e6;
     char ylabel[32];
@@ -259,11 +282,10 @@ static void fig_link(FILE *f, const struct profile *p, double tmax) {
         double *acc = x->kind == TMOVE_EVICT ? out : in;
         double s = (double)x->start, e = (double)x->end;
         if (e <= s) {
-            int b = (int)(e / bin);
-            acc[b < NBINS ? b : NBINS - 1] += (double)x->bytes;
+            acc[bin_of(e, bin, NBINS)] += (double)x->bytes;
             continue;
         }
-        for (int b = (int)(s / bin); b < NBINS && b * bin < e; b++) {
+        for (int b = bin_of(s, bin, NBINS); b < NBINS && b * bin < e; b++) {
             double lo = b * bin > s ? b * bin : s, hi = (b + 1) * bin < e ? (b + 1) * bin : e;
             if (hi > lo) acc[b] += (double)x->bytes * (hi - lo) / (e - s);
         }
@@ -275,7 +297,8 @@ static void fig_link(FILE *f, const struct profile *p, double tmax) {
         if (in[b] > maxrate) maxrate = in[b];
     }
     double peak = p->h2d_gbps > p->d2h_gbps ? p->h2d_gbps : p->d2h_gbps;
-    struct axes a = {.tmax = tmax, .ymax = (maxrate > peak ? maxrate : peak) * 1.12};
+    struct axes a = {.tmax = axis_max(tmax),
+                     .ymax = axis_max((maxrate > peak ? maxrate : peak) * 1.12)};
     time_unit(&a);
     svg_axes(f, &a, "GB/s", 1, false);
     if (p->nxf > 0) {
@@ -312,13 +335,13 @@ static void fig_stalls(FILE *f, const struct profile *p, double tmax) {
     double bin = tmax / NBINS;
     for (size_t i = 0; i < p->nst && bin > 0; i++) {
         const struct prof_stall *s = &p->st[i];
-        double t0 = (double)s->t, t1 = (double)(s->t + s->ns);
-        for (int b = (int)(t0 / bin); b < NBINS && b * bin < t1; b++) {
+        double t0 = (double)s->t, t1 = (double)s->t + (double)s->ns;
+        for (int b = bin_of(t0, bin, NBINS); b < NBINS && b * bin < t1; b++) {
             double lo = b * bin > t0 ? b * bin : t0, hi = (b + 1) * bin < t1 ? (b + 1) * bin : t1;
             if (hi > lo) why[s->why][b] += hi - lo;
         }
     }
-    struct axes a = {.tmax = tmax, .ymax = 100};
+    struct axes a = {.tmax = axis_max(tmax), .ymax = 100};
     time_unit(&a);
     svg_axes(f, &a, "time stalled (%)", 1, true);
     double w = (double)PW / NBINS;

@@ -88,7 +88,10 @@ static int header_extras(struct reader *r, const struct json *o) {
     double *dst[] = {&t->link_h2d, &t->link_d2h, &t->link_duplex};
     for (int i = 0; i < 3 && link != NULL && link->type == JSON_OBJECT; i++) {
         const struct json *x = json_get(link, keys[i]);
-        if (x != NULL && (x->type == JSON_INT || x->type == JSON_REAL) && x->real > 0)
+        /* A rate outside (0, 10^6] GB/s is no link (the command's --link takes the same range):
+         * ignored like a wrong type, so that no figure divides by or scales with it. */
+        if (x != NULL && (x->type == JSON_INT || x->type == JSON_REAL) && x->real > 0 &&
+            x->real <= 1e6)
             *dst[i] = x->real;
     }
     return 0;

@@ -1,6 +1,6 @@
 /* ip_procaddr: reaches the driver the way libcudart.so.13 does. It is not linked to libcuda: it
  * dlopens libcuda.so.1, takes cuGetProcAddress_v2 with dlsym, makes every lookup of
- * ../shared/facts/cudart13-proc-lookups.txt (argv[1]) in order with its version and flags, then
+ * tests/data/cudart13-proc-lookups.txt (argv[1]) in order with its version and flags, then
  * allocates, launches (kernel body below, verified) and frees with the pointers it got.
  *
  * stdout: one "lookup" line per query (result code, symbol status, whether a pointer came back:

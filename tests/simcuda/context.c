@@ -252,6 +252,7 @@ SIM_EXPORT CUresult cuCtxSynchronize(void) {
     CUresult rc = sim_require_ctx(&c);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_ctx(c)) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuCtxSynchronize")) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = sim_ctx_sync_locked(c);
     sim_unlock();
@@ -264,6 +265,7 @@ SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext h) {
     CUresult rc = ctx_or_current(h, &c);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_ctx(c)) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuCtxSynchronize")) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = sim_ctx_sync_locked(c);
     sim_unlock();

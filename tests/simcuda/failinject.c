@@ -1,8 +1,10 @@
 /* SIMCUDA_FAIL=<function>:<nth call>[:<error code>][,...]: the nth call (1-based) of that entry
  * point returns an error instead of running (CUDA_ERROR_OUT_OF_MEMORY unless a code is given).
- * Function names are the entry points' own groups: cuMemAlloc_v2, cuMemCreate, cuMemMap,
- * cuMemUnmap, cuMemSetAccess, cuMemHostAlloc, cuMemcpy (synchronous copies), cuMemcpyAsync,
- * cuLaunchKernel, cuMemAllocAsync. */
+ * Function names are the entry points' own groups (fault_points below; each group covers the
+ * _v2/_ptsz/_ptds variants): every driver call the library's engine makes is one, so its handling
+ * of each failure can be tested. A name that is not a fault point is refused on one line, and
+ * cuInit then returns CUDA_ERROR_INVALID_VALUE, as for any malformed SIMCUDA_* value: a
+ * misspelt rule that silently never fires would make a fault test pass without testing. */
 #include "sim.h"
 
 #include <ctype.h>
@@ -19,6 +21,42 @@ struct fail_rule {
     unsigned long long seen;
 };
 
+/* The fault points, by the name sim_fail_check is called with. */
+static const char *const fault_points[] = {
+    "cuMemAlloc_v2",
+    "cuMemAllocAsync",
+    "cuMemAllocManaged",
+    "cuMemFree",
+    "cuMemHostAlloc",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cuMemGetAllocationGranularity",
+    "cuMemPrefetchAsync",
+    "cuMemcpy",
+    "cuMemcpyAsync",
+    "cuLaunchKernel",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventSynchronize",
+    "cuEventDestroy",
+    "cuStreamCreate",
+    "cuStreamSynchronize",
+    "cuStreamWaitEvent",
+    "cuCtxSynchronize",
+};
+
+static bool is_fault_point(const char *fn) {
+    for (size_t i = 0; i < sizeof fault_points / sizeof fault_points[0]; i++)
+        if (strcmp(fault_points[i], fn) == 0) return true;
+    return false;
+}
+
 static struct fail_rule rules[FAIL_RULES];
 static int nrules = -1;
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -28,14 +66,27 @@ static bool parse_rules(void) {
     const char *spec = sim.cfg.fail;
     if (spec == NULL) return true;
     char buf[1024];
-    snprintf(buf, sizeof buf, "%s", spec);
+    if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf) {
+        fprintf(stderr, "simcuda: SIMCUDA_FAIL is longer than %zu characters\n", sizeof buf - 1);
+        return false;
+    }
     char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok != NULL && nrules < FAIL_RULES;
-         tok = strtok_r(NULL, ",", &save)) {
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (nrules == FAIL_RULES) {
+            fprintf(stderr, "simcuda: SIMCUDA_FAIL has more than %d rules\n", FAIL_RULES);
+            return false;
+        }
         struct fail_rule r = {.code = CUDA_ERROR_OUT_OF_MEMORY};
         char *c1 = strchr(tok, ':');
         if (c1 == NULL || c1 == tok || (size_t)(c1 - tok) >= sizeof r.fn) goto bad;
         memcpy(r.fn, tok, (size_t)(c1 - tok));
+        if (!is_fault_point(r.fn)) {
+            fprintf(stderr,
+                    "simcuda: SIMCUDA_FAIL=\"%s\": \"%s\" is not a fault point (docs/simcuda.md "
+                    "lists them)\n",
+                    spec, r.fn);
+            return false;
+        }
         /* Digits only: strtoull would read "-1" as 2^64-1, a rule that silently never fires. */
         if (!isdigit((unsigned char)c1[1])) goto bad;
         char *end = NULL;

@@ -38,6 +38,7 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned 
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuMemAllocManaged")) != CUDA_SUCCESS) return rc;
     uint64_t vsz = (bytes + 4095) & ~(uint64_t)4095;
     struct sim_managed *m = calloc(1, sizeof *m);
     if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -132,6 +133,7 @@ static CUresult prefetch(CUdeviceptr ptr, size_t bytes, bool to_device, int devi
     if (to_device && (device < 0 || device >= sim.ndevices)) return CUDA_ERROR_INVALID_DEVICE;
     struct sim_stream *s = sim_stream_resolve(hs, pt, &rc);
     if (s == NULL) return rc;
+    if ((rc = sim_fail_check("cuMemPrefetchAsync")) != CUDA_SUCCESS) return rc;
     sim_lock();
     struct sim_range *r = sim_range_find(ptr);
     if (r == NULL || r->managed == NULL || ptr + bytes > r->base + r->size) {

@@ -130,6 +130,7 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (rc != CUDA_SUCCESS) return rc;
     if (dptr == 0) return CUDA_SUCCESS;
     if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuMemFree")) != CUDA_SUCCESS) return rc;
     sim_lock();
     struct sim_range *r = sim_range_find(dptr);
     if (r == NULL || (r->kind != SIM_R_DEVICE && r->kind != SIM_R_MANAGED) || r->base != dptr) {

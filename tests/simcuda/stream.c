@@ -105,6 +105,7 @@ SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags,
     if (rc != CUDA_SUCCESS) return rc;
     if (ph == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_fail_check("cuStreamCreate")) != CUDA_SUCCESS) return rc;
     /* Priorities outside [greatest, least] are clamped, as the driver does. */
     if (priority < -5) priority = -5;
     if (priority > 0) priority = 0;
@@ -196,6 +197,7 @@ static CUresult stream_synchronize(CUstream h, bool pt) {
     CUresult rc = stream_enter(h, pt, &s);
     if (rc != CUDA_SUCCESS) return rc;
     if ((rc = sim_capture_check_sync(s)) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuStreamSynchronize")) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = sim_stream_sync_locked(s);
     sim_unlock();
@@ -228,6 +230,7 @@ static CUresult stream_wait_event(CUstream h, bool pt, CUevent ev, unsigned int 
     struct sim_event *e = sim_event_from_handle(ev);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_fail_check("cuStreamWaitEvent")) != CUDA_SUCCESS) return rc;
     sim_lock();
     if (sim_capture_stream_wait(s, e, &rc)) {
         sim_unlock();
@@ -340,6 +343,7 @@ SIM_EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags) {
     if (ph == NULL || (flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
     if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_fail_check("cuEventCreate")) != CUDA_SUCCESS) return rc;
     struct sim_event *e = calloc(1, sizeof *e);
     if (e == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
     e->magic = SIM_MAGIC_EVENT;
@@ -354,6 +358,7 @@ SIM_EXPORT CUresult cuEventDestroy_v2(CUevent h) {
     if (rc != CUDA_SUCCESS) return rc;
     struct sim_event *e = sim_event_from_handle(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+    if ((rc = sim_fail_check("cuEventDestroy")) != CUDA_SUCCESS) return rc;
     sim_lock();
     e->magic = SIM_MAGIC_DEAD;
     sim_op_release(e->record);
@@ -371,6 +376,7 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt, unsigned int flags
     struct sim_event *e = sim_event_from_handle(ev);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_fail_check("cuEventRecord")) != CUDA_SUCCESS) return rc;
     sim_lock();
     if (s->capture != NULL) {
         sim_capture_event_record(s, e);
@@ -412,6 +418,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent h) {
     struct sim_event *e = sim_event_from_handle(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if ((rc = sim_capture_check_event(e)) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuEventQuery")) != CUDA_SUCCESS) return rc;
     sim_lock();
     rc = CUDA_SUCCESS;
     if (e->record != NULL && sim_op_wait_end(e->record) > sim_now()) rc = CUDA_ERROR_NOT_READY;
@@ -427,6 +434,7 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent h) {
     struct sim_event *e = sim_event_from_handle(h);
     if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
     if ((rc = sim_capture_check_event(e)) != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuEventSynchronize")) != CUDA_SUCCESS) return rc;
     sim_lock();
     if (e->record != NULL) {
         uint64_t t = sim_op_wait_end(e->record), cur = sim_now();

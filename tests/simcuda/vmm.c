@@ -82,6 +82,7 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAlloc
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
     if (gran == NULL || prop == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_fail_check("cuMemGetAllocationGranularity")) != CUDA_SUCCESS) return rc;
     if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
         option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
         return CUDA_ERROR_INVALID_VALUE;
@@ -144,6 +145,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     sim_bill(SIM_COST_MEM_RELEASE, where, bytes);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuMemRelease")) != CUDA_SUCCESS) return rc;
     sim_lock();
     struct sim_phys *p = phys_from_handle(handle);
     if (p == NULL || p->handle_refs == 0) {
@@ -179,6 +181,7 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
         return CUDA_ERROR_INVALID_VALUE;
     if (alignment != 0 && (alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
     uint64_t align = alignment > SIM_GRANULE ? alignment : SIM_GRANULE;
+    if ((rc = sim_fail_check("cuMemAddressReserve")) != CUDA_SUCCESS) return rc;
     sim_lock();
     void *p = sim_va_reserve(size, align);
     struct sim_range *r =
@@ -205,6 +208,7 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     sim_bill(SIM_COST_MEM_ADDRESS_FREE, SIM_AT_DEVICE, size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
+    if ((rc = sim_fail_check("cuMemAddressFree")) != CUDA_SUCCESS) return rc;
     sim_lock();
     struct sim_range *r = sim_range_find(ptr);
     if (r == NULL || r->kind != SIM_R_RESERVED || r->base != ptr || r->size != size) {

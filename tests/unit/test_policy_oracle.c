@@ -157,6 +157,30 @@ static void bad_files_name_their_line(void **state) {
     }
 }
 
+/* Issue 15: a plan of a few dozen bytes whose header asks for 2^32 launches and buffers is
+ * refused before anything is allocated (it used to cost 2 x 32 GiB of calloc). */
+static void counts_are_checked_against_the_file(void **state) {
+    (void)state;
+    static const char *const texts[] = {
+        "hostoff_oracle_plan 1\nlaunches 4294967296 buffers 1\n",
+        "hostoff_oracle_plan 1\nlaunches 1 buffers 4294967296\n",
+        "hostoff_oracle_plan 1\nlaunches 40 buffers 0\n",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        char path[] = "/tmp/hostoff-oracle-test.XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, texts[i], strlen(texts[i])), (ssize_t)strlen(texts[i]));
+        close(fd);
+        struct ho_oracle_plan p;
+        char err[512];
+        assert_int_equal(ho_oracle_read(path, &p, err, sizeof err), -1);
+        if (strstr(err, "than the file holds") == NULL) fail_msg("%s: %s", texts[i], err);
+        assert_non_null(strstr(err, ":2: "));
+        unlink(path);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(longest_gap_off_and_back_in_time),
@@ -164,6 +188,7 @@ int main(void) {
         cmocka_unit_test(next_uses_come_from_the_trace),
         cmocka_unit_test(the_plan_survives_its_file),
         cmocka_unit_test(bad_files_name_their_line),
+        cmocka_unit_test(counts_are_checked_against_the_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

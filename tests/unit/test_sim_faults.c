@@ -383,11 +383,76 @@ static void test_fail_injection(void **state) {
     run_in_child(child_fail_code, NULL, code);
     static const char *const malformed[] = {
         "SIMCUDA_FAIL=cuMemAlloc_v2:first", "SIMCUDA_FAIL=cuMemAlloc_v2",
-        "SIMCUDA_FAIL=cuMemAlloc_v2:0", "SIMCUDA_FAIL=cuMemAlloc_v2:1:-3"};
+        "SIMCUDA_FAIL=cuMemAlloc_v2:0", "SIMCUDA_FAIL=cuMemAlloc_v2:1:-3",
+        /* Names that are not fault points: refused, never a rule that silently never fires. */
+        "SIMCUDA_FAIL=cuMemAlloc:1", "SIMCUDA_FAIL=cuMemMap:1,cuEventRecrod:2",
+        "SIMCUDA_FAIL=cumemmap:1", "SIMCUDA_FAIL= cuMemMap:1"};
     for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
         const char *env[] = {malformed[i], NULL};
         run_in_child(child_fail_malformed, NULL, env);
     }
+}
+
+/* Every driver call the engine makes is a fault point: each fails once, on its first call, with
+ * the code asked for, and works again on the next. */
+static int child_fail_engine_points(void *arg) {
+    (void)arg;
+    const CUresult X = (CUresult)999;
+    if (setup_ctx()) return 1;
+    CUevent ev;
+    CUstream st;
+    C_EXPECT(X, cuEventCreate(&ev, 0));
+    C_OK(cuEventCreate(&ev, 0));
+    C_EXPECT(X, cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    C_OK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    C_EXPECT(X, cuEventRecord(ev, st));
+    C_OK(cuEventRecord(ev, st));
+    C_EXPECT(X, cuStreamWaitEvent(NULL, ev, 0));
+    C_OK(cuStreamWaitEvent(NULL, ev, 0));
+    C_EXPECT(X, cuEventQuery(ev));
+    C_OK(cuEventQuery(ev));
+    C_EXPECT(X, cuEventSynchronize(ev));
+    C_OK(cuEventSynchronize(ev));
+    C_EXPECT(X, cuStreamSynchronize(st));
+    C_OK(cuStreamSynchronize(st));
+    C_EXPECT(X, cuCtxSynchronize());
+    C_OK(cuCtxSynchronize());
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    size_t gran = 0;
+    C_EXPECT(X, cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    C_OK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUdeviceptr va = 0, m = 0;
+    C_EXPECT(X, cuMemAddressReserve(&va, gran, 0, 0, 0));
+    C_OK(cuMemAddressReserve(&va, gran, 0, 0, 0));
+    CUmemGenericAllocationHandle h;
+    C_OK(cuMemCreate(&h, gran, &prop, 0));
+    C_EXPECT(X, cuMemRelease(h));
+    C_OK(cuMemRelease(h));
+    C_EXPECT(X, cuMemAddressFree(va, gran));
+    C_OK(cuMemAddressFree(va, gran));
+    C_EXPECT(X, cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL));
+    C_OK(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL));
+    CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    C_EXPECT(X, cuMemPrefetchAsync(m, 1 << 20, dev0, 0, st));
+    C_OK(cuMemPrefetchAsync(m, 1 << 20, dev0, 0, st));
+    C_EXPECT(X, cuMemFree(m));
+    C_OK(cuMemFree(m));
+    C_EXPECT(X, cuEventDestroy(ev));
+    C_OK(cuEventDestroy(ev));
+    return 0;
+}
+
+static void test_fail_engine_points(void **state) {
+    (void)state;
+    static const char *const env[] = {
+        "SIMCUDA_FAIL=cuEventCreate:1:999,cuStreamCreate:1:999,cuEventRecord:1:999,"
+        "cuStreamWaitEvent:1:999,cuEventQuery:1:999,cuEventSynchronize:1:999,"
+        "cuStreamSynchronize:1:999,cuCtxSynchronize:1:999,cuMemGetAllocationGranularity:1:999,"
+        "cuMemAddressReserve:1:999,cuMemRelease:1:999,cuMemAddressFree:1:999,"
+        "cuMemAllocManaged:1:999,cuMemPrefetchAsync:1:999,cuMemFree:1:999,cuEventDestroy:1:999",
+        NULL};
+    run_in_child(child_fail_engine_points, NULL, env);
 }
 
 /* ------------------------------------------------------------------ unimplemented entry points */
@@ -439,6 +504,7 @@ int main(void) {
         cmocka_unit_test(test_own_segv_not_swallowed),
         cmocka_unit_test(test_report),
         cmocka_unit_test(test_fail_injection),
+        cmocka_unit_test(test_fail_engine_points),
         cmocka_unit_test(test_unimplemented_entry_points),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -305,7 +305,7 @@ static int close_library(void **state) {
     return lib ? dlclose(lib) : 0;
 }
 
-/* argv wins over the environment; the facts file defaults to the shared facts folder. */
+/* argv wins over the environment; the facts file comes from $HOSTOFF_FACTS_DIR (tests/data). */
 static int find_inputs(int argc, char **argv) {
     static char facts_buf[4096];
     lib_path = argc > 1 ? argv[1] : getenv("SIMCUDA_LIB");
