@@ -153,6 +153,7 @@ static void advance_host_to(uint64_t t) {
 CUresult sim_stream_sync_locked(struct sim_stream *s) {
     struct sim_op *op = s->last_op;
     if (op != NULL) advance_host_to(sim_op_wait_end(op));
+    s->ctx->dev->synced_ns = sim_now();
     return sim.sticky;
 }
 
@@ -166,6 +167,7 @@ CUresult sim_ctx_sync_locked(struct sim_ctx *ctx) {
     if (ctx->legacy != NULL && ctx->legacy->last_end_ns > end) end = ctx->legacy->last_end_ns;
     if (dev->max_end_ns > end) end = dev->max_end_ns;
     advance_host_to(end);
+    dev->synced_ns = sim_now();
     return sim.sticky;
 }
 
@@ -446,10 +448,10 @@ static void run_op(struct sim_op *op, uint64_t *start) {
         break;
     }
     case SIM_OP_FREE: {
-        struct sim_range *r = sim_range_find(op->u.free_addr);
-        if (r != NULL && r->base == op->u.free_addr) {
+        struct sim_range *r = sim_range_find(op->u.free.addr);
+        if (r != NULL && r->base == op->u.free.addr) {
             hazard_scan(op->dev, r->base, r->size, *start, op);
-            sim_free_range_at(r, *start);
+            sim_free_range_at(r, op, *start);
         }
         op->dev->frees_queued--;
         break;
@@ -468,6 +470,21 @@ static void run_op(struct sim_op *op, uint64_t *start) {
     }
     op->start_ns = *start;
     op->end_ns = *start + dur;
+}
+
+/* Memory handed over from a stream-ordered free to an allocation ordered after it (reuse.c) is
+ * the previous allocation's until the free's virtual time: an operation that touches it and
+ * starts earlier (work on another stream not ordered after the free) races that allocation's
+ * users, as on a GPU. One hazard per operation. */
+static void reuse_race_check(const struct sim_op *op) {
+    if (sim.stats.reuse_handovers == 0 || op->failed) return;
+    for (int i = 0; i < op->nrefs; i++) {
+        const struct sim_range *r = sim_range_find(op->refs_list[i].addr);
+        if (r != NULL && r->reused_until_ns > op->start_ns) {
+            sim.stats.hazards++;
+            return;
+        }
+    }
 }
 
 static uint64_t op_earliest_start(struct sim_op *op) {
@@ -531,6 +548,7 @@ static void *executor_main(void *arg) {
             if (op->kind == SIM_OP_HOST_FUNC && op->u.host.cb != NULL) run_op(op, &start);
         } else {
             run_op(op, &start);
+            reuse_race_check(op);
         }
         op_complete(dev, op);
         sim_op_release(op);

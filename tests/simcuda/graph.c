@@ -1291,7 +1291,7 @@ SIM_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr
     if (b == NULL)
         rc = CUDA_ERROR_INVALID_VALUE;
     else
-        *dptr = (CUdeviceptr)b->tmpl->u.free_addr;
+        *dptr = (CUdeviceptr)b->tmpl->u.free.addr;
     sim_unlock();
     return rc;
 }

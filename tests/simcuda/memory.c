@@ -6,11 +6,11 @@
 
 /* Allocations of 2 MiB and more are aligned like the driver's large pages; smaller ones to a
  * page. The extent the simulator tracks is the size asked for. */
-static uint64_t alloc_align(uint64_t size) {
+uint64_t sim_alloc_align(uint64_t size) {
     return size >= SIM_GRANULE ? SIM_GRANULE : 4096;
 }
 
-static uint64_t va_size(uint64_t size) {
+uint64_t sim_alloc_va_size(uint64_t size) {
     uint64_t page = 4096;
     return (size + page - 1) & ~(page - 1);
 }
@@ -55,8 +55,8 @@ CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
     sim_capacity_settle(dev);
     if (!sim_capacity_take(dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t vsz = va_size(bytes);
-    void *p = sim_va_reserve(vsz, alloc_align(bytes));
+    uint64_t vsz = sim_alloc_va_size(bytes);
+    void *p = sim_va_reserve(vsz, sim_alloc_align(bytes));
     if (p == NULL || !sim_va_commit(p, vsz)) {
         sim_capacity_give(dev, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -72,16 +72,16 @@ CUresult sim_device_alloc(struct sim_device *dev, uint64_t bytes, bool from_pool
     return CUDA_SUCCESS;
 }
 
-static void free_range(struct sim_range *r, bool now, uint64_t at_ns) {
+static void free_range(struct sim_range *r, const struct sim_op *free_op, uint64_t at_ns) {
     sim_pool_forget(r); /* cuMemFree of a stream-ordered allocation is allowed (it syncs) */
     if (r->kind == SIM_R_MANAGED) sim_managed_free(r);
     void *va = (void *)(uintptr_t)r->base;
-    uint64_t vsz = va_size(r->size);
-    if (r->kind == SIM_R_DEVICE && !now) {
-        /* Freed at virtual time at_ns: unreachable at once (later work faults on it), but neither
-         * its bytes nor its addresses serve an allocation made before that time. */
+    uint64_t vsz = sim_alloc_va_size(r->size);
+    if (r->kind == SIM_R_DEVICE && free_op != NULL) {
+        /* Freed at virtual time at_ns: unreachable at once (later work faults on it); its bytes
+         * and addresses go to what is ordered after the free, or wait for that time (reuse.c). */
         sim_va_close(va, vsz);
-        sim_capacity_give_at(&sim.devices[r->device], r->size, at_ns, va, vsz);
+        sim_release_add(&sim.devices[r->device], free_op, r->size, va, vsz, at_ns);
     } else {
         if (r->kind == SIM_R_DEVICE) sim_capacity_give(&sim.devices[r->device], r->size);
         sim_va_retire(va, vsz);
@@ -90,11 +90,11 @@ static void free_range(struct sim_range *r, bool now, uint64_t at_ns) {
 }
 
 void sim_free_range_locked(struct sim_range *r) {
-    free_range(r, true, 0);
+    free_range(r, NULL, 0);
 }
 
-void sim_free_range_at(struct sim_range *r, uint64_t at_ns) {
-    free_range(r, false, at_ns);
+void sim_free_range_at(struct sim_range *r, const struct sim_op *free_op, uint64_t at_ns) {
+    free_range(r, free_op, at_ns);
 }
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
@@ -182,9 +182,9 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags) {
     if (rc != CUDA_SUCCESS) return rc;
     if (pp == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
     if ((rc = sim_fail_check("cuMemHostAlloc")) != CUDA_SUCCESS) return rc;
-    uint64_t vsz = va_size(bytes);
+    uint64_t vsz = sim_alloc_va_size(bytes);
     sim_lock();
-    void *p = sim_va_reserve(vsz, alloc_align(bytes));
+    void *p = sim_va_reserve(vsz, sim_alloc_align(bytes));
     if (p == NULL || !sim_va_commit(p, vsz)) {
         sim_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -4,8 +4,9 @@
  * The memory is mapped when the allocation call is made (the driver may hand out memory the pool
  * already holds just as early), and a free takes effect when its place in the stream is reached
  * on the device: the executor runs it, so another stream still using the buffer then is a
- * recorded hazard, and a later touch is an illegal access. Pools keep no freed memory: the
- * release threshold is stored and reported, not applied. */
+ * recorded hazard, and a later touch is an illegal access. What a free gives back is reused by
+ * the pool's reuse policies (reuse.c), each switched by its attribute as on the driver. Pools
+ * keep no other freed memory: the release threshold is stored and reported, not applied. */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -17,16 +18,50 @@ struct sim_pool {
     uint64_t release_threshold;
     uint64_t reserved_current, reserved_high, used_current, used_high;
     bool destroyed; /* cuMemPoolDestroy came while allocations were outstanding */
+    unsigned long long id;
+    /* The reuse policies (CU_MEMPOOL_ATTR_REUSE_*), all enabled by default as on the driver. */
+    int follow_events, opportunistic, internal_deps;
+    struct sim_pool *next; /* live created pools (pool_list) */
 };
 
 static struct sim_pool default_pools[SIM_MAX_DEVICES];
+static struct sim_pool *pool_list; /* created pools not yet freed (lock held) */
+
+static void pool_init(struct sim_pool *p, int device) {
+    p->magic = SIM_MAGIC_POOL;
+    p->device = device;
+    p->id = ++sim.next_id;
+    p->follow_events = p->opportunistic = p->internal_deps = 1;
+}
 
 CUmemoryPool sim_pool_default(int device) {
     struct sim_pool *p = &default_pools[device];
-    p->magic = SIM_MAGIC_POOL;
-    p->device = device;
+    pool_init(p, device);
     p->is_default = true;
     return (CUmemoryPool)p;
+}
+
+unsigned long long sim_pool_id(CUmemoryPool pool) {
+    return pool != NULL ? ((struct sim_pool *)pool)->id : 0;
+}
+
+bool sim_pool_opportunistic(unsigned long long id) {
+    if (id == 0) return true; /* not pool memory (cuMemFreeAsync of a cuMemAlloc allocation) */
+    for (int d = 0; d < SIM_MAX_DEVICES; d++)
+        if (default_pools[d].id == id) return default_pools[d].opportunistic != 0;
+    for (struct sim_pool *p = pool_list; p != NULL; p = p->next)
+        if (p->id == id) return p->opportunistic != 0;
+    return true; /* a destroyed pool: nothing can allocate from it, the memory goes back */
+}
+
+static void pool_free(struct sim_pool *p) {
+    for (struct sim_pool **pp = &pool_list; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    free(p);
 }
 
 static struct sim_pool *pool_from_handle(CUmemoryPool h) {
@@ -40,7 +75,7 @@ void sim_pool_forget(struct sim_range *r) {
     if (pl == NULL) return;
     pl->used_current -= r->size <= pl->used_current ? r->size : pl->used_current;
     pl->reserved_current -= r->size <= pl->reserved_current ? r->size : pl->reserved_current;
-    if (pl->destroyed && pl->used_current == 0) free(pl); /* its last allocation is gone */
+    if (pl->destroyed && pl->used_current == 0) pool_free(pl); /* its last allocation is gone */
     r->pool = NULL;
 }
 
@@ -57,9 +92,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *po
     uint64_t p = 0;
     sim_lock();
     struct sim_device *dev = pool != NULL ? &sim.devices[pool->device] : s->ctx->dev;
-    rc = sim_device_alloc(dev, bytes, true, &p);
+    struct sim_pool *pl = pool != NULL ? pool : &default_pools[dev->ordinal];
+    rc = sim_reuse_alloc(dev, s, pl->id, pl->follow_events != 0, bytes, &p);
     if (rc == CUDA_SUCCESS) {
-        struct sim_pool *pl = pool != NULL ? pool : &default_pools[dev->ordinal];
         /* Remember the pool: its counters drop at the free, and MEMPOOL_HANDLE names it. */
         sim_range_find(p)->pool = (CUmemoryPool)pl;
         pl->used_current += bytes;
@@ -85,13 +120,15 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hs, bool pt) {
         sim_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
+    unsigned long long pool = sim_pool_id(r->pool);
     sim_pool_forget(r);
     struct sim_op *op = sim_op_new(SIM_OP_FREE, s);
     if (op == NULL) {
         sim_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    op->u.free_addr = dptr;
+    op->u.free.addr = dptr;
+    op->u.free.pool = pool;
     if (!sim_capture_intercept(s, op, &rc)) sim_op_enqueue(op);
     sim_op_release(op);
     sim_unlock();
@@ -130,8 +167,11 @@ SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pr
         return CUDA_ERROR_INVALID_DEVICE;
     struct sim_pool *p = calloc(1, sizeof *p);
     if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-    p->magic = SIM_MAGIC_POOL;
-    p->device = props->location.id;
+    sim_lock();
+    pool_init(p, props->location.id);
+    p->next = pool_list;
+    pool_list = p;
+    sim_unlock();
     *pool = (CUmemoryPool)p;
     return CUDA_SUCCESS;
 }
@@ -149,7 +189,7 @@ SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
      * are freed; the handle itself is dead now. */
     p->magic = SIM_MAGIC_DEAD;
     if (p->used_current == 0) {
-        free(p);
+        pool_free(p);
     } else {
         p->destroyed = true;
     }
@@ -181,8 +221,13 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
         p->used_high = 0;
         break;
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        p->follow_events = *(int *)value != 0;
+        break;
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        p->opportunistic = *(int *)value != 0;
+        break;
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        p->internal_deps = *(int *)value != 0; /* stored and reported: not modelled */
         break;
     default:
         return CUDA_ERROR_INVALID_VALUE;
@@ -213,9 +258,13 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
         *(cuuint64_t *)value = p->used_high;
         break;
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        *(int *)value = p->follow_events;
+        break;
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        *(int *)value = p->opportunistic;
+        break;
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-        *(int *)value = 1;
+        *(int *)value = p->internal_deps;
         break;
     default:
         return CUDA_ERROR_INVALID_VALUE;

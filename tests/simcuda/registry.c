@@ -63,41 +63,13 @@ struct sim_range *sim_range_find(uint64_t addr) {
     return addr < r->base + r->size ? r : NULL;
 }
 
-/* Applies the releases whose virtual time has come. */
-static void apply_releases(struct sim_device *dev) {
-    uint64_t now = sim_now();
-    size_t w = 0;
-    for (size_t i = 0; i < dev->nreleases; i++) {
-        if (dev->releases[i].at_ns <= now)
-            sim_capacity_give(dev, dev->releases[i].bytes);
-        else
-            dev->releases[w++] = dev->releases[i];
-    }
-    dev->nreleases = w;
-}
-
-void sim_capacity_give_at(struct sim_device *dev, uint64_t bytes, uint64_t at_ns, void *va,
-                          uint64_t va_size) {
-    if (dev->nreleases == dev->cap_releases) {
-        size_t cap = dev->cap_releases ? dev->cap_releases * 2 : 64;
-        struct sim_release *n = realloc(dev->releases, cap * sizeof *n);
-        if (n == NULL) {
-            sim_capacity_give(dev, bytes); /* early rather than never; the range is not reused */
-            return;
-        }
-        dev->releases = n;
-        dev->cap_releases = cap;
-    }
-    dev->releases[dev->nreleases++] = (struct sim_release){bytes, at_ns, va, va_size};
-}
-
 void sim_capacity_settle(struct sim_device *dev) {
     if (dev->frees_queued > 0) sim_device_drain(dev);
-    apply_releases(dev);
+    sim_releases_apply(dev);
 }
 
 bool sim_capacity_take(struct sim_device *dev, uint64_t bytes) {
-    apply_releases(dev);
+    sim_releases_apply(dev);
     if (dev->used_bytes + bytes > sim.cfg.device_mem) return false;
     dev->used_bytes += bytes;
     if (dev->used_bytes > dev->peak_bytes) dev->peak_bytes = dev->used_bytes;

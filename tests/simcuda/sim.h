@@ -103,15 +103,25 @@ struct sim_device {
     bool primary_active;
     uint64_t used_bytes; /* device memory in use (capacity check) */
     uint64_t peak_bytes;
-    /* Stream-ordered frees that have run: their bytes become free at their virtual time, not at
-     * the wall-clock moment the executor got to them, so the footprint and its peak depend only on
-     * the order of calls. */
+    /* Stream-ordered frees that have run (reuse.c), oldest first. Their bytes stay counted in
+     * used_bytes until an allocation ordered after the free takes them (same stream, or an event
+     * dependency) or the free has completed in virtual time (opportunistic reuse); their address
+     * range is handed to an ordered allocation of the same size, or offered for reuse at that
+     * time. So the footprint, its peak and the addresses handed out depend only on the order of
+     * calls. */
     struct sim_release {
         uint64_t bytes, at_ns;
-        void *va; /* the address range, offered for reuse only then too */
+        void *va; /* the address range, NULL once recycled or handed over */
         uint64_t va_size;
+        bool given;                /* bytes already back in the device's free memory */
+        unsigned long long stream; /* the freeing stream's id; 0: a graph's free node */
+        bool legacy, blocking;     /* the freeing stream's kind (legacy-stream ordering) */
+        struct sim_ctx *ctx;       /* its context */
+        uint64_t seq;              /* the free's place in the device FIFO */
+        unsigned long long pool;   /* the pool it goes back to (its id) */
     } * releases;
     size_t nreleases, cap_releases;
+    uint64_t synced_ns; /* host clock at the latest synchronising call (stream, event, context) */
     uint64_t frees_queued; /* stream-ordered frees enqueued and not yet run */
     /* The executor: FIFO of operations, run by one thread. */
     struct sim_op *head, *tail;
@@ -132,6 +142,18 @@ struct sim_device {
 
 /* ---------------------------------------------------------------- streams and events */
 
+/* What a stream's next work is ordered after, through event waits (reuse.c): for each other
+ * stream, the FIFO seq of its latest operation known to precede. Bounded: an entry that does not
+ * fit is dropped, which only loses reuse, never safety. */
+#define SIM_ORDER_MAX 16
+struct sim_order {
+    struct sim_order_entry {
+        unsigned long long stream;
+        uint64_t seq;
+    } e[SIM_ORDER_MAX];
+    int n;
+};
+
 struct sim_stream {
     uint32_t magic;
     struct sim_ctx *ctx;
@@ -146,6 +168,7 @@ struct sim_stream {
     struct sim_op *last_op; /* last enqueued operation (referenced), or NULL */
     /* Capture state (graph.c). */
     struct sim_capture *capture;
+    struct sim_order order; /* what its next work is ordered after (reuse.c) */
 };
 
 struct sim_event {
@@ -153,6 +176,7 @@ struct sim_event {
     unsigned flags;
     struct sim_op *record; /* the latest record operation (referenced), or NULL */
     bool timing_disabled;
+    struct sim_order order; /* what its latest record is ordered after, its stream included */
     /* Capture: the graph nodes this event was recorded after, while capturing (graph.c). */
     struct sim_capture *capture;
     void *capture_deps; /* CUgraphNode array */
@@ -238,7 +262,10 @@ struct sim_op {
         struct sim_memset_op memset;
         struct sim_host_func_op host;
         struct sim_prefetch_op prefetch;
-        uint64_t free_addr;
+        struct {
+            uint64_t addr;
+            unsigned long long pool; /* the pool the memory goes back to (its id) */
+        } free;
     } u;
 };
 
@@ -310,6 +337,9 @@ struct sim_range {
     struct sim_mapping *maps;    /* SIM_R_RESERVED: mappings, sorted by address */
     struct sim_managed *managed; /* SIM_R_MANAGED */
     unsigned long long buffer_id;
+    /* Handed over from a stream-ordered free that completes at this virtual time: work that
+     * touches it earlier races the previous allocation's users (a hazard; reuse.c). */
+    uint64_t reused_until_ns;
 };
 
 /* Where a byte lives, as the device sees it. */
@@ -362,12 +392,29 @@ void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out);
 /* Device capacity accounting (lock held): false when it would exceed SIMCUDA_DEVICE_MEM. */
 bool sim_capacity_take(struct sim_device *dev, uint64_t bytes);
 void sim_capacity_give(struct sim_device *dev, uint64_t bytes);
-/* Frees `bytes` at virtual time at_ns (the executor's stream-ordered frees). */
-void sim_capacity_give_at(struct sim_device *dev, uint64_t bytes, uint64_t at_ns, void *va,
-                          uint64_t va_size);
 /* Host side, before reading or changing the footprint: lets queued stream-ordered frees run
- * (wall clock only), then applies every release whose virtual time has come (lock held). */
+ * (wall clock only), then applies every release whose time has come (lock held). */
 void sim_capacity_settle(struct sim_device *dev);
+
+/* Stream-ordered reuse (reuse.c; lock held). */
+/* Records a stream-ordered free the executor ran at virtual time at_ns: its bytes stay in use and
+ * its (closed) address range is kept until an ordered allocation or completion takes them. */
+void sim_release_add(struct sim_device *dev, const struct sim_op *free_op, uint64_t bytes, void *va,
+                     uint64_t va_size, uint64_t at_ns);
+/* Gives back what completed frees hold: bytes at their virtual time (or, for a pool whose
+ * opportunistic reuse is off, at the next synchronising call after it), ranges at their time. */
+void sim_releases_apply(struct sim_device *dev);
+/* A stream-ordered allocation on s from pool `pool`: reuses frees ordered before it (the same
+ * stream; with follow_events, event waits and the legacy stream), handing over the address
+ * range of one of the same size, then allocates as sim_device_alloc does. */
+CUresult sim_reuse_alloc(struct sim_device *dev, struct sim_stream *s, unsigned long long pool,
+                         bool follow_events, uint64_t bytes, uint64_t *out);
+/* Event ordering: a record snapshots what its stream is ordered after; a wait merges it. */
+void sim_order_note_record(struct sim_event *e, struct sim_stream *s, uint64_t seq);
+void sim_order_note_wait(struct sim_stream *s, const struct sim_event *e);
+/* Pools (pool.c): whether memory freed into pool `id` may be reused opportunistically. */
+bool sim_pool_opportunistic(unsigned long long id);
+unsigned long long sim_pool_id(CUmemoryPool pool);
 
 /* Virtual-address space: reserve a PROT_NONE range; release it back to PROT_NONE (kept reserved,
  * reused later, so that stale device pointers fault rather than hit unrelated host memory). */
@@ -380,8 +427,11 @@ bool sim_va_commit(void *addr, uint64_t size);
 /* Frees a device allocation (lock held); used by cuMemFree and the executor's stream-ordered free.
  */
 void sim_free_range_locked(struct sim_range *r);
-/* The same for a stream-ordered free run by the executor at virtual time at_ns. */
-void sim_free_range_at(struct sim_range *r, uint64_t at_ns);
+/* The same for a stream-ordered free the executor runs at virtual time at_ns. */
+void sim_free_range_at(struct sim_range *r, const struct sim_op *free_op, uint64_t at_ns);
+/* The page-rounded extent and alignment of a linear allocation of `size` bytes. */
+uint64_t sim_alloc_va_size(uint64_t size);
+uint64_t sim_alloc_align(uint64_t size);
 /* The size of the range that addr falls in, 0 if none (takes the lock; for cost lookups). */
 uint64_t sim_range_bytes(uint64_t addr);
 /* Allocates linear device memory (lock held). */
@@ -410,7 +460,8 @@ uint64_t sim_managed_prefetch(struct sim_device *dev, uint64_t addr, uint64_t by
 struct sim_stats {
     uint64_t illegal_accesses, remote_accesses, hazards, managed_faults;
     uint64_t launches, copies, memsets, bytes_h2d, bytes_d2h, bytes_d2d;
-    uint64_t bytes_zerocopy; /* host-located bytes kernels were charged for (executor.c) */
+    uint64_t bytes_zerocopy;  /* host-located bytes kernels were charged for (executor.c) */
+    uint64_t reuse_handovers; /* address ranges handed from a pending free to an allocation */
     uint64_t first_illegal_addr;
 };
 

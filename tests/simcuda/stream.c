@@ -245,6 +245,7 @@ static CUresult stream_wait_event(CUstream h, bool pt, CUevent ev, unsigned int 
         sim_op_add_dep(op, e->record);
         sim_op_enqueue(op);
         sim_op_release(op);
+        sim_order_note_wait(s, e);
     }
     sim_unlock();
     return CUDA_SUCCESS;
@@ -393,6 +394,7 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt, unsigned int flags
     op->refs++;
     e->record = op;
     sim_op_enqueue(op);
+    sim_order_note_record(e, s, op->seq);
     sim_op_release(op);
     sim_unlock();
     return CUDA_SUCCESS;
@@ -440,6 +442,7 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent h) {
         uint64_t t = sim_op_wait_end(e->record), cur = sim_now();
         while (cur < t && !atomic_compare_exchange_weak(&sim.host_ns, &cur, t)) {
         }
+        e->record->dev->synced_ns = sim_now();
     }
     rc = sim.sticky;
     sim_unlock();
