@@ -189,6 +189,7 @@ struct ho_engine {
     CUstream pend_stream;
     struct ho_dev *pend_dev;
     uint64_t host_used, host_pooled;
+    uint64_t host_peak_used; /* the most host_used has been (pool_host.c's hygiene bound) */
     struct ho_host_slot *host_pool;
     struct va_range *va_pool;
 };

@@ -9,17 +9,26 @@
  * is one handle of a buffer's span, a multiple of the host granularity the driver reports
  * (arena.c asks it), kept by exact size after its buffer comes back.
  *
- * Hygiene: pinned bytes stay within 1.05x of the bytes buffers hold on the host at every moment
- * a slot is made, hence at the peak. A slot of the size asked for is reused whenever one is idle
- * (so a workload that repeats its sizes, as training steps do, never pins or unpins again after
- * its first step); only when a new slot must be made while idle slots of other sizes hold more
- * than 5% do those go (unpinned) first. HOSTOFF_HOST_LIMIT bounds pinned bytes, idle slots
+ * Hygiene: pinned bytes stay within 1.05x of the most bytes buffers have held on the host at
+ * once, so at that peak they are within 1.05x of what is held. A slot of the size asked for is
+ * reused whenever one is idle; a new one is made only after idle slots of other sizes, beyond
+ * that bound, are unpinned. So a workload that repeats its sizes, as training steps do, never
+ * pins or unpins again once its peak is reached; one whose sizes at other moments do not fit
+ * in 1.05x of its peak unpins and pins again (a slot cannot serve another size: a handle maps
+ * only whole). HOSTOFF_HOST_LIMIT bounds pinned bytes, idle slots
  * included. Callers hold eng.lock. */
 #include "engine_internal.h"
 
 #include "real.h"
+#include "stats.h"
 
 #include <stdlib.h>
+
+static void note_used(void) {
+    if (eng.host_used <= eng.host_peak_used) return;
+    eng.host_peak_used = eng.host_used;
+    ho_peak(&ho_stats.bytes_peak_host_held, eng.host_used);
+}
 
 static void slot_release(struct ho_host_slot *s) {
     ho_real.cuMemUnmap(s->window, s->span);
@@ -41,9 +50,12 @@ static void trim_idle(uint64_t span, bool (*over)(uint64_t span)) {
     }
 }
 
-/* A new slot of `span` would leave idle slots above 5% of pinned bytes. */
+/* A new slot of `span` would take pinned bytes past 1.05x the most buffers have held on the host
+ * (counting this one): past the target at a peak. */
 static bool over_hygiene(uint64_t span) {
-    return eng.host_pooled * 20 > eng.host_used + span;
+    uint64_t held =
+        eng.host_used + span > eng.host_peak_used ? eng.host_used + span : eng.host_peak_used;
+    return (eng.host_used + eng.host_pooled + span) * 20 > held * 21;
 }
 
 static bool over_limit(uint64_t span) {
@@ -58,6 +70,7 @@ struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
             *pp = s->next;
             eng.host_pooled -= span;
             eng.host_used += span;
+            note_used();
             return s;
         }
     }
@@ -80,6 +93,7 @@ struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span) {
         return NULL;
     }
     eng.host_used += span;
+    note_used();
     return s;
 }
 

@@ -24,6 +24,7 @@
     X(bytes, to_device)                                                                            \
     X(bytes, peak_device)                                                                          \
     X(bytes, peak_host)                                                                            \
+    X(bytes, peak_host_held)                                                                       \
     X(bytes, device_now)                                                                           \
     X(bytes, allocated)                                                                            \
     X(bytes, move_worth)                                                                           \
