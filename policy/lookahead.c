@@ -251,8 +251,8 @@ static bool step_times(const struct ho_lookahead *la, uint64_t *t) {
 /* Chooses which gaps to spend off the device so that the step fits the budget, and when to
  * prefetch (plan.h). The step's device footprint at each position is estimated from the pattern:
  * a buffer made within the step occupies the device from its allocation to its free (from its
- * first use to its last when those were not seen); one that outlives steps, always. 3% of the
- * budget is kept back for moves in flight. */
+ * first use to its last when those were not seen); one that outlives steps, always. A sixth of
+ * the budget is kept back for moves in flight. */
 static void plan(struct ho_lookahead *la, struct pattern *p) {
     uint64_t period = la->period;
     if (la->budget == UINT64_MAX || period == 0) return;
