@@ -72,6 +72,7 @@ struct ho_lookahead {
     uint64_t *dur;          /* measured device time of each position of the step, ns (0: not yet) */
     uint64_t dur_period;    /* the period `dur` is for */
     double link;            /* host-to-device bytes per ns (0: unknown) */
+    uint64_t move_fixed;    /* fixed driver time of a round trip, ns (0: none) */
     bool timing;            /* this step's launches should be timed */
     uint64_t timed_at;      /* the step when timing last began */
     struct u64map bytes_of; /* buffer id -> bytes */
@@ -79,7 +80,16 @@ struct ho_lookahead {
     struct u64map born, dies; /* role key -> launches seen when it was allocated / freed, + 1 */
     uint64_t alloc_gen;       /* bumped when a step's allocations start afresh */
     uint64_t budget;          /* device bytes buffers may keep (UINT64_MAX: none) */
-    struct use *rec;          /* this step's uses, as they happen */
+    /* What the engine names by address (a buffer's id, a launch's function, an allocation
+     * site's return addresses) differs from run to run (address-space randomisation, heap
+     * reuse under threads). Keys, hashes and every order the plan breaks ties by are made from
+     * these ordinals instead, numbered by first appearance: the same event stream gives the
+     * same decisions every time, whatever the addresses (tests/unit/test_lookahead.c). */
+    struct u64map sig_ord;  /* launch signature -> ordinal + 1 */
+    struct u64map site_ord; /* allocation site -> ordinal + 1 */
+    uint64_t nsig, nsite;
+    uint64_t serial; /* allocations seen: a buffer that outlives steps is keyed by it */
+    struct use *rec; /* this step's uses, as they happen */
     size_t nrec, caprec;
     struct pattern pat;
 };
@@ -125,6 +135,8 @@ void ho_la_destroy(struct ho_lookahead *la) {
     u64map_free(&la->site_count);
     u64map_free(&la->born);
     u64map_free(&la->dies);
+    u64map_free(&la->sig_ord);
+    u64map_free(&la->site_ord);
     pattern_clear(&la->pat);
     u64map_free(&la->pat.first);
     u64map_free(&la->pat.evict_at);
@@ -138,6 +150,15 @@ static unsigned doublings(const struct ho_lookahead *la, uint64_t key) {
     return u64map_get(&la->late, key, &v) ? (unsigned)v : 0;
 }
 
+/* The ordinal of `v` in `map` (numbered by first appearance, from 1); 0 when out of memory (a
+ * forgotten name costs a decision, never correctness). */
+static uint64_t ordinal(struct u64map *map, uint64_t *count, uint64_t v) {
+    uint64_t o;
+    if (u64map_get(map, v, &o)) return o;
+    if (!u64map_put(map, v, *count + 1)) return 0;
+    return ++*count;
+}
+
 /* The lead in launches, used while kernel durations are unknown: the first lead, doubled per
  * late restore, at most a quarter of a step. */
 static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
@@ -147,7 +168,9 @@ static unsigned lead_of_key(const struct ho_lookahead *la, uint64_t key) {
 }
 
 void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t site) {
-    uint64_t key = id;
+    /* Outside a step: the buffer's own serial (the allocation order, never its address). */
+    uint64_t key = ++la->serial & ~ROLE_BIT;
+    site = site != 0 ? ordinal(&la->site_ord, &la->nsite, site) : 0;
     if (la->period != 0 && la->launches >= la->anchor) {
         /* Inside a known step: the buffer is the step's n-th allocation of this size from this
          * site. A step begins with its first launch's index; allocations made after the last
@@ -228,8 +251,8 @@ static bool step_times(const struct ho_lookahead *la, uint64_t *t) {
 /* Chooses which gaps to spend off the device so that the step fits the budget, and when to
  * prefetch (plan.h). The step's device footprint at each position is estimated from the pattern:
  * a buffer made within the step occupies the device from its allocation to its free (from its
- * first use to its last when those were not seen); one that outlives steps, always. 3% of the
- * budget is kept back for moves in flight. */
+ * first use to its last when those were not seen); one that outlives steps, always. A sixth of
+ * the budget is kept back for moves in flight. */
 static void plan(struct ho_lookahead *la, struct pattern *p) {
     uint64_t period = la->period;
     if (la->budget == UINT64_MAX || period == 0) return;
@@ -278,7 +301,8 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         run += over[q];
         over[q] = run - limit;
     }
-    struct ho_plan_run r = {period, true, step_times(la, t) ? t : NULL, la->link, over};
+    struct ho_plan_run r = {period,   true, step_times(la, t) ? t : NULL,
+                            la->link, over, la->move_fixed};
     ho_plan_gaps(&r, gaps, ngaps);
     /* The evictions, and the prefetch schedule (CSR by position): a taken gap's restore is
      * issued `lead` launches before the use that closes it. */
@@ -320,7 +344,10 @@ static void close_step(struct ho_lookahead *la, uint64_t end) {
     uint64_t period = la->period;
     if (la->nrec == 0 || period == 0) goto reset;
     qsort(la->rec, la->nrec, sizeof *la->rec, by_key_pos);
-    bool trusted = similarity(p, la->rec, la->nrec) >= TRUST;
+    /* The first step of a period is trusted at once: the launch sequence itself repeated for a
+     * whole period before it was adopted (or markers said it). Later steps must look like the
+     * step before (the buffers' roles held). */
+    bool trusted = !p->valid || similarity(p, la->rec, la->nrec) >= TRUST;
     pattern_clear(p);
     p->trusted = trusted;
     p->uses = malloc(la->nrec * sizeof *p->uses);
@@ -464,6 +491,7 @@ void ho_la_step(struct ho_lookahead *la) {
 void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
                   struct ho_policy_actions *out) {
     out->nevict = out->nrestore = 0;
+    func = ordinal(&la->sig_ord, &la->nsig, func);
     if (!la->marker_mode) detect(la, func);
     uint64_t i = la->launches++;
     if (la->period == 0 || i < la->anchor) return;
@@ -541,6 +569,10 @@ void ho_la_duration(struct ho_lookahead *la, uint64_t launch, uint64_t ns) {
                        ? (launch - la->anchor) % la->period
                        : (la->period - (la->anchor - launch) % la->period) % la->period;
     la->dur[pos] = ns;
+}
+
+void ho_la_set_move_fixed(struct ho_lookahead *la, uint64_t ns) {
+    la->move_fixed = ns;
 }
 
 void ho_la_set_link(struct ho_lookahead *la, double bytes_per_s) {

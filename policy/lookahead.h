@@ -70,6 +70,10 @@ void ho_la_duration(struct ho_lookahead *la, uint64_t launch, uint64_t ns);
 /* The host-to-device link's rate, bytes per second (0: unknown, plan in launches). */
 void ho_la_set_link(struct ho_lookahead *la, double bytes_per_s);
 
+/* The fixed driver time of a round trip, ns (0, the default: none): a gap is planned only for a
+ * buffer whose bytes take the link at least that long (plan.h). */
+void ho_la_set_move_fixed(struct ho_lookahead *la, uint64_t ns);
+
 /* Whether the policy predicts now (it knows the step and the last two steps agreed). */
 bool ho_la_predicts(const struct ho_lookahead *la);
 /* Launches until buffer id's next use as predicted from the last step; HO_NEXT_USE_NEVER when it

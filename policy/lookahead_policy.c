@@ -44,6 +44,10 @@ static void la_duration(void *self, uint64_t launch, uint64_t ns) {
     ho_la_duration(self, launch, ns);
 }
 
+static void la_set_move_fixed(void *self, uint64_t ns) {
+    ho_la_set_move_fixed(self, ns);
+}
+
 static void la_set_link(void *self, double bytes_per_s) {
     ho_la_set_link(self, bytes_per_s);
 }
@@ -67,6 +71,7 @@ static const struct ho_policy_ops lookahead_ops = {
     .wants_timing = la_wants_timing,
     .duration = la_duration,
     .set_link = la_set_link,
+    .set_move_fixed = la_set_move_fixed,
     .destroy = la_destroy,
 };
 

@@ -40,6 +40,10 @@ static void lru_duration(void *self, uint64_t launch, uint64_t ns) {
     (void)self, (void)launch, (void)ns;
 }
 
+static void lru_set_move_fixed(void *self, uint64_t ns) {
+    (void)self, (void)ns;
+}
+
 static void lru_set_link(void *self, double bytes_per_s) {
     (void)self, (void)bytes_per_s;
 }
@@ -59,5 +63,6 @@ const struct ho_policy_ops ho_policy_lru_ops = {
     .wants_timing = lru_no,
     .duration = lru_duration,
     .set_link = lru_set_link,
+    .set_move_fixed = lru_set_move_fixed,
     .destroy = lru_nothing,
 };

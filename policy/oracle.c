@@ -92,7 +92,8 @@ int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out)
         run += over[l];
         over[l] = run - limit;
     }
-    struct ho_plan_run r = {in->nlaunch, false, t, in->link_bytes_per_s / 1e9, over};
+    struct ho_plan_run r = {in->nlaunch,      false, t, in->link_bytes_per_s / 1e9, over,
+                            in->move_fixed_ns};
     ho_plan_gaps(&r, gaps, ngaps);
     /* The actions: an eviction right after the use that opens a gap, a restore issued after the
      * launch `lead` + 1 before the use that closes it. */

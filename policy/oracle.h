@@ -36,6 +36,7 @@ struct ho_oracle_input {
     const uint64_t *dies;    /* launches before it was freed (nlaunch: never) */
     uint64_t budget;         /* device bytes the buffers may keep */
     double link_bytes_per_s; /* host-to-device */
+    uint64_t move_fixed_ns;  /* a round trip's fixed driver time (plan.h; 0: none) */
 };
 
 struct ho_oracle_plan {

@@ -29,6 +29,12 @@ static unsigned lead_for(const struct ho_plan_run *r, const struct ho_gap *g, ui
     return lead > UINT32_MAX ? UINT32_MAX : (unsigned)lead;
 }
 
+/* Whether g's bytes take the link at least as long as a round trip's fixed driver time. */
+static bool worth_moving(const struct ho_plan_run *r, const struct ho_gap *g) {
+    double rate = r->link_bytes_per_ns > 0 ? r->link_bytes_per_ns : 55.0;
+    return r->move_fixed_ns == 0 || (double)g->bytes >= rate * (double)r->move_fixed_ns;
+}
+
 static uint64_t length(const struct ho_plan_run *r, const struct ho_gap *g) {
     return at(r, g->to) - at(r, g->from + 1);
 }
@@ -204,7 +210,7 @@ size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) 
          * away, and its restore needs its own transfer time. */
         for (size_t i = 0; i < n && positive > 0; i++) {
             struct ho_gap *g = &gaps[i];
-            if (g->taken || g->rejected) continue;
+            if (g->taken || g->rejected || !worth_moving(r, g)) continue;
             unsigned lead = timed(r) ? lead_for(r, g, transfer_ns(r, g)) : (g->lead ? g->lead : 1);
             uint64_t away = g->from + 1;
             if (timed(r))

@@ -16,7 +16,8 @@
  *   time. Restores share one link: taken gaps are then placed latest deadline first, each
  *   finishing no later than the next one starts, and their leads grow to match.
  * - without, the lead is the gap's `lead` in launches.
- * A gap too short for its lead (the buffer would be back before it left) is not taken. */
+ * A gap too short for its lead (the buffer would be back before it left) is not taken, nor one of a
+ * buffer not worth its move's fixed cost (move_fixed_ns). */
 #ifndef HOSTOFF_PLAN_H
 #define HOSTOFF_PLAN_H
 
@@ -42,6 +43,10 @@ struct ho_plan_run {
     const uint64_t *t;
     double link_bytes_per_ns; /* host-to-device rate; 0 when unknown */
     int64_t *over;            /* npos values, lowered as gaps are taken */
+    /* The fixed driver time of a round trip, ns (0: none). A buffer whose bytes cross the link
+     * (at link_bytes_per_ns, or 55 bytes/ns, PCIe Gen5, while unknown) in less time than that is
+     * never planned: its remaps would cost more than moving more bytes of a larger buffer. */
+    uint64_t move_fixed_ns;
 };
 
 /* Marks the gaps to take and sets their leads. `gaps` is reordered. Returns how many were taken. */

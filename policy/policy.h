@@ -85,6 +85,10 @@ struct ho_policy_ops {
     bool (*wants_timing)(const void *self);
     void (*duration)(void *self, uint64_t launch, uint64_t ns);
     void (*set_link)(void *self, double bytes_per_s);
+    /* The fixed driver time of one round trip (eviction and restore remaps), ns, beyond the
+     * bytes' time on the link (the engine's measurement, else published figures): a buffer
+     * whose bytes cross the link faster than that costs more in remapping than it frees. */
+    void (*set_move_fixed)(void *self, uint64_t ns);
     void (*destroy)(void *self);
 };
 

@@ -184,6 +184,7 @@ struct ho_engine {
     _Atomic int capturing;    /* stream captures in progress */
     struct ho_policy policy;  /* lru, lookahead or oracle: asked only through its operations */
     bool policy_budget_given; /* it was told the budget (of the first device it saw a launch on) */
+    uint64_t policy_launches; /* launches the policy was told of (for the move cost refresh) */
     _Atomic bool timing;      /* the policy wants this step's launches timed */
     struct ho_timed_launch
         *timed; /* timed launches whose durations are not read yet, oldest first */

@@ -7,6 +7,7 @@
 #include "policy.h"
 #include "engine.h"
 #include "stats.h"
+#include "move_cost.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,8 @@ void ho_clock_forget(struct ho_managed *m) {
 /* After a launch: tell the policy, then start the moves it asks for. Proactive moves only happen
  * under a budget (without one nothing needs the room), never during capture, and a prefetch only
  * takes room that is free now: it must not make the application wait. */
+#define MOVE_COST_EVERY 256
+
 void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_thread) {
     const struct ho_policy *p = &eng.policy;
     struct ho_policy_actions a;
@@ -269,6 +272,10 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         p->ops->set_budget(p->self, dev_of(t->m[0])->budget);
         eng.policy_budget_given = true;
     }
+    /* A move's fixed cost, published at first, then measured (move_cost.h): told again every
+     * MOVE_COST_EVERY launches, which costs one call where a launch costs thousands. */
+    if (eng.policy_launches++ % MOVE_COST_EVERY == 0)
+        p->ops->set_move_fixed(p->self, ho_move_fixed_ns());
     uint64_t launch = p->ops->launch(p->self, sig, ids, (size_t)n, &a);
     if (t->timing_before != NULL)
         ho_timing_add(dev_of(t->m[0]), t->timing_before, launch, s, per_thread);

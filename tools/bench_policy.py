@@ -1,60 +1,69 @@
 #!/usr/bin/env python3
-"""The policy benchmark: one table of how close each policy gets to an unconstrained GPU.
+"""The policy benchmark: every workload, against the physical limit of its step.
 
-    python3 tools/bench_policy.py [BUILD_DIR] [--steps N] [--markdown] [--preset NAME ...]
+    python3 tools/bench_policy.py [BUILD_DIR] [--jobs N] [--markdown] [--only NAME ...]
+                                  [--budget 80% ...] [--link pcie5 ...] [--no-determinism]
 
-Four workloads of `hostoff gen-trace`, each with an unconstrained peak over 100 GB:
-  gpt-128k       gpt, 8 layers of width 4096, one 131072-token sequence a step (long context)
-  deepseek-128k  deepseek, 4 layers with 64 heads, one 131072-token sequence a step
-  gpt            gpt at its defaults (24 layers of width 4096, 4 x 4096 tokens)
-  deepseek       deepseek at its defaults (12 layers, 2 x 4096 tokens)
-On the pcie5 and c2c links, at budgets of 70% and 50% of the unconstrained peak, each trace is
-replayed through the real libhostoff.so on the sparse simulator (`hostoff replay --json`) under
-lru, lookahead and oracle, and each row gives: the steady step time over the unconstrained one
-(and lookahead's over oracle's), peak device bytes, bytes moved each way per step, the device
-time lost per step (steady step minus the unconstrained step: what the stalls cost), the time
-the host waited per step (hidden while the device has queued work), and beside them the step
-time of full rematerialisation, estimated as the unconstrained step plus one more forward pass
-(a forward pass is taken as a third of a training step: backward costs twice the forward), and
-the driver calls the moves paid for per step (creates, releases and pinning allocations; maps,
-unmaps and set-access). --baseline-lib OLD/libhostoff.so shows an older build's step ratio and
-calls beside each row.
-Everything is virtual time: the same inputs give the same table on any machine. A benchmark
-prints figures; it is not a test and asserts nothing.
+Workloads: every recording in tests/workloads/*.jsonl.gz (real PyTorch training steps recorded by
+contrib/pytorch/hostoff_record.py, per-tensor and caching-allocator-segment views, 8 unmarked
+steps; tests/workloads/README.md) and the two presets of `hostoff gen-trace` (gpt and deepseek
+at their defaults, 8 marked steps). Each is replayed through the real libhostoff.so on the
+simulated driver under its honest per-call costs (`hostoff replay --json`, the library's default
+HOSTOFF_MIN_BYTES), on the pcie5 and c2c links: once without a budget, then at 80%, 70% and 50% of
+its peak under lru, lookahead and oracle.
+
+Per row:
+- T: the unconstrained step. Where the unconstrained replay fails (the simulator returns a
+  stream-ordered free's memory only when the device reaches the free, and a per-tensor trace's
+  host runs far ahead), T is the kernels' device time per step from the recording, marked "*".
+- limit: max(T, E/d2h, E/h2d, 2E/duplex), E = peak - budget (DESIGN.md, "Measuring").
+- each policy's step: the replay's whole time over its steps (the learning steps included; the
+  recordings have no markers), in ms, and lookahead's over the limit and over lru.
+- moved: lookahead's bytes to host per step over E (1.00x: only what the budget requires).
+- bound: "ok" when the oracle is no slower than lookahead and lru; "BROKEN" when it is (the
+  oracle is meant as a bound: a slower oracle says its plan is wrong, not that the others won).
+- budget: "ok" when every replay's peak device bytes stayed within the budget, else the most
+  any replay of the row went over it.
+- safe: illegal accesses / hazards over every replay of the row (0/0 expected).
+- repeats: lookahead replayed a second time gives exactly the same figures ("yes").
+- calls: the driver calls lookahead's moves paid for per step (creates, releases and pinning
+  allocations / maps, unmaps and set-access), every step counted.
+--baseline-lib OLD/libhostoff.so also replays lookahead through an older build and shows its
+step beside this build's ("baseline ms").
+
+Replays run N at a time (--jobs, default 2): each is its own process with its own virtual clock,
+so running them side by side changes no figure, only the wall time: the 364 replays took 10
+minutes on a shared 2-core machine. --json keeps every replay's figures, --from-json prints their
+table again without replaying. A benchmark prints figures; it asserts nothing.
 """
 import argparse
+import concurrent.futures
+import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
-PRESETS = {
-    "gpt-128k": ["gpt", "--layers", "8", "--hidden", "4096", "--heads", "32", "--seq", "131072",
-                 "--micro-batch", "1"],
-    "deepseek-128k": ["deepseek", "--layers", "4", "--heads", "64", "--seq", "131072",
-                      "--micro-batch", "1"],
-    "gpt": ["gpt"],
-    "deepseek": ["deepseek"],
-}
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PRESETS = {"gpt": ["gpt"], "deepseek": ["deepseek"]}
 LINKS = ("pcie5", "c2c")
-BUDGETS = ("70%", "50%")
+BUDGETS = ("80%", "70%", "50%")
 POLICIES = ("lru", "lookahead", "oracle")
+LINK_GBPS = {"pcie5": (55, 55, 88), "c2c": (345, 345, 690)}  # h2d, d2h, duplex: as replay --link
 
 
 def replay(hostoff, trace, budget, policy, link, lib=None):
     cmd = [hostoff, "replay", trace, "--budget", budget, "--link", link, "--json"]
-    if budget != "none":
+    if policy:
         cmd += ["--policy", policy]
     env = dict(os.environ, HOSTOFF_LIB=lib) if lib else None
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+        return {"error": " / ".join(out.stderr.strip().splitlines()[-2:]) or "failed"}
     return json.loads(out.stdout)
-
-
-def gb(x):
-    return x / 1e9
 
 
 def calls_per_step(r, steps):
@@ -67,89 +76,177 @@ def calls_per_step(r, steps):
             (c["cuMemMap"] + c["cuMemUnmap"] + c["cuMemSetAccess"]) / steps)
 
 
+def limit_ns(t_ns, peak, budget, link):
+    h2d, d2h, duplex = (g * 1e9 for g in LINK_GBPS[link])
+    e = max(0, peak - budget)
+    return max(t_ns, e / d2h * 1e9, e / h2d * 1e9, 2 * e / duplex * 1e9)
+
+
+def prepare(hostoff, args, tmp):
+    """Decompressed recordings and generated presets: [(name, path, steps, device_ns or None)]."""
+    work = []
+    files = sorted(f for f in os.listdir(args.dir) if f.endswith(".jsonl.gz"))
+    for f in files:
+        name = f[:-len(".jsonl.gz")]
+        if args.only and not any(o in name for o in args.only):
+            continue
+        src = os.path.join(args.dir, f)
+        path = os.path.join(tmp, name + ".jsonl")
+        with gzip.open(src, "rb") as a, open(path, "wb") as b:
+            shutil.copyfileobj(a, b)
+        with open(path, encoding="utf-8") as h:
+            rec = json.loads(h.readline())["recorder"]
+        per = rec["per_step"]
+        work.append((name, path, rec["steps"], sum(s["device_ns"] for s in per) / len(per)))
+    for preset, gen in PRESETS.items():
+        name = "synthetic-" + preset
+        if args.only and not any(o in name for o in args.only):
+            continue
+        path = os.path.join(tmp, name + ".jsonl")
+        subprocess.run([hostoff, "gen-trace", *gen, "--steps", "8", "-o", path], check=True,
+                       capture_output=True)
+        work.append((name, path, 8, None))
+    return work
+
+
+def run_all(hostoff, args, budgets, links):
+    """Every replay of the table, N at a time: ({job: figures}, workloads)."""
+    with tempfile.TemporaryDirectory(prefix="hostoff-bench-") as tmp:
+        work = prepare(hostoff, args, tmp)
+        jobs = []
+        for name, path, steps, dev_ns in work:
+            for link in links:
+                jobs.append((name, link, "none", None, 0))
+                for b in budgets:
+                    for p in POLICIES:
+                        jobs.append((name, link, b, p, 0))
+                    if not args.no_determinism:
+                        jobs.append((name, link, b, "lookahead", 1))
+                    if args.baseline_lib:
+                        jobs.append((name, link, b, "lookahead", 2))
+        paths = {name: path for name, path, _, _ in work}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futs = {j: pool.submit(replay, hostoff, paths[j[0]], j[2], j[3], j[1],
+                                   args.baseline_lib if j[4] == 2 else None) for j in jobs}
+            return {j: f.result() for j, f in futs.items()}, work
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build", nargs="?", default="build", help="the build directory (default build)")
-    ap.add_argument("--steps", type=int, default=8, help="training steps per trace (default 8)")
+    ap.add_argument("--dir", default=os.path.join(ROOT, "tests", "workloads"))
+    ap.add_argument("--only", action="append", help="workloads whose name contains this")
+    ap.add_argument("--budget", action="append", help="budgets (default 80%%, 70%%, 50%%)")
+    ap.add_argument("--link", action="append", choices=LINKS, help="links (default both)")
+    ap.add_argument("--jobs", type=int, default=2, help="replays run at once (default 2)")
+    ap.add_argument("--no-determinism", action="store_true",
+                    help="do not replay lookahead a second time")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    ap.add_argument("--preset", action="append", choices=sorted(PRESETS),
-                    help="only these workloads (default: all four)")
+    ap.add_argument("--json", help="also write every replay's figures to this file")
     ap.add_argument("--baseline-lib", metavar="LIBHOSTOFF",
-                    help="also replay each row through this libhostoff.so (an older build) and "
-                         "show its figures beside this build's, as 'baseline -> this'")
+                    help="also replay lookahead through this libhostoff.so (an older build)")
+    ap.add_argument("--from-json", help="print the table of a run saved with --json (no replay)")
     args = ap.parse_args(argv)
-    hostoff = os.path.join(args.build, "tools", "hostoff")
-    if not os.access(hostoff, os.X_OK):
-        print(f"bench_policy: {hostoff} not found: build first (ninja -C {args.build})",
-              file=sys.stderr)
-        return 2
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for preset in args.preset or list(PRESETS):
-            trace = os.path.join(tmp, preset + ".jsonl")
-            subprocess.run([hostoff, "gen-trace", *PRESETS[preset], "--steps", str(args.steps),
-                            "-o", trace], check=True, capture_output=True)
-            for link in LINKS:
-                base = replay(hostoff, trace, "none", None, link)
-                if "error" in base:
-                    print(f"bench_policy: {preset} unconstrained: {base['error']}", file=sys.stderr)
-                    return 1
-                step0 = base["steady_step_ns"]
-                remat = step0 * 4 / 3
-                for budget in BUDGETS:
-                    ratios = {}
-                    for policy in POLICIES:
-                        r = replay(hostoff, trace, budget, policy, link)
-                        steps = max(1, r.get("steps", args.steps))
-                        ratio = r["steady_step_ns"] / step0 if "error" not in r else None
-                        ratios[policy] = ratio
-                        base_ratio, base_calls = None, None
-                        if args.baseline_lib:
-                            b = replay(hostoff, trace, budget, policy, link, args.baseline_lib)
-                            if "error" not in b:
-                                base_ratio = b["steady_step_ns"] / step0
-                                base_calls = calls_per_step(b, steps)
-                        rows.append({
-                            "base_ratio": base_ratio, "base_calls": base_calls,
-                            "calls": calls_per_step(r, steps),
-                            "preset": preset, "link": link, "budget": budget, "policy": policy,
-                            "unconstrained_ms": step0 / 1e6, "remat_ratio": remat / step0,
-                            "error": r.get("error"), "ratio": ratio,
-                            "vs_oracle": None,
-                            "peak_gb": gb(r.get("peak_device_bytes", 0)),
-                            "moved_gb": gb(r.get("bytes_to_host", 0)) / steps,
-                            "lost_ms": (r.get("steady_step_ns", step0) - step0) / 1e6,
-                            "wait_ms": r.get("stall_ns", 0) / 1e6 / steps,
-                        })
-                    la, orc = ratios.get("lookahead"), ratios.get("oracle")
-                    if la is not None and orc:
-                        for row in rows[-len(POLICIES):]:
-                            if row["policy"] == "lookahead":
-                                row["vs_oracle"] = la / orc
-    head = ("workload", "link", "budget", "policy", "step / unconstrained", "lookahead / oracle",
-            "peak GB", "moved GB/step each way", "device ms lost/step", "host waits ms/step",
-            "create+release /step", "map+unmap+access /step", "remat (est.)", "unconstrained ms")
+    budgets = args.budget or list(BUDGETS)
+    links = args.link or list(LINKS)
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as f:
+            saved = json.load(f)
+        res, work, seen = {}, [], set()
+        for r in saved:
+            key = tuple(r.pop("_job"))
+            steps, dev_ns = r.pop("_steps"), r.pop("_device_ns")
+            res[key] = r
+            if key[0] not in seen:
+                seen.add(key[0])
+                work.append((key[0], None, steps, dev_ns))
+        links = [x for x in links if any(k[1] == x for k in res)]
+        budgets = [x for x in budgets if any(k[2] == x for k in res)]
+    else:
+        hostoff = os.path.join(args.build, "tools", "hostoff")
+        if not os.access(hostoff, os.X_OK):
+            print(f"bench_policy: {hostoff} not found: build first (ninja -C {args.build})",
+                  file=sys.stderr)
+            return 2
+        res, work = run_all(hostoff, args, budgets, links)
+    if args.json:
+        meta = {w[0]: (w[2], w[3]) for w in work}
+        with open(args.json, "w", encoding="utf-8") as f:
+            # _job: (workload, link, budget, policy, 1 for the determinism replay)
+            json.dump([{**r, "_job": list(j), "_steps": meta[j[0]][0],
+                        "_device_ns": meta[j[0]][1]} for j, r in res.items()], f, indent=1)
+
+    head = ("workload", "link", "budget", "T ms", "limit ms", "lru ms", "lookahead ms",
+            "oracle ms", "lookahead / limit", "lookahead / lru", "moved / E", "bound", "budget ok",
+            "illegal/hazards", "repeats", "calls/step")
+    rows, notes = [], []
+    for name, path, steps, dev_ns in work:
+        for link in links:
+            base = res[(name, link, "none", None, 0)]
+            star = ""
+            if "error" in base:
+                if dev_ns is None:
+                    notes.append(f"{name} {link} unconstrained: {base['error']}")
+                    continue
+                t0, star = dev_ns, "*"
+            else:
+                t0 = base["replay_ns"] / steps
+            for b in budgets:
+                r = {p: res[(name, link, b, p, 0)] for p in POLICIES}
+                ms = {p: (r[p]["replay_ns"] / steps / 1e6 if "error" not in r[p] else None)
+                      for p in POLICIES}
+                for p in POLICIES:
+                    if "error" in r[p]:
+                        notes.append(f"{name} {link} {b} {p}: {r[p]['error']}")
+                ok = [x for x in r.values() if "error" not in x]
+                if not ok:
+                    continue
+                peak, budget = ok[0]["trace_peak_bytes"], ok[0]["budget_bytes"]
+                lim = limit_ns(t0, peak, budget, link) / 1e6
+                e = max(1, peak - budget)
+                la, lru, orc = ms["lookahead"], ms["lru"], ms["oracle"]
+                fmt = lambda v: f"{v:.1f}" if v is not None else "failed"
+                ratio = lambda a, c: f"{a / c:.2f}x" if a is not None and c else ""
+                moved = (f"{r['lookahead']['bytes_to_host'] / steps / e:.2f}x"
+                         if la is not None else "")
+                if orc is None or la is None or lru is None:
+                    bound = ""
+                else:
+                    bound = "ok" if orc <= la and orc <= lru else "BROKEN"
+                over = max(x["peak_device_bytes"] - x["budget_bytes"] for x in ok)
+                unsafe = (sum(x["illegal_accesses"] for x in ok), sum(x["hazards"] for x in ok))
+                again = res.get((name, link, b, "lookahead", 1))
+                same = ""
+                if again is not None:
+                    same = "yes" if again == r["lookahead"] else (
+                        f"no ({again.get('replay_ns', 0) / steps / 1e6:.1f})")
+                calls = calls_per_step(r["lookahead"], steps) if la is not None else None
+                calls = f"{calls[0]:.0f} / {calls[1]:.0f}" if calls else ""
+                base = res.get((name, link, b, "lookahead", 2))
+                if base is not None:
+                    extra_ms = (f"{base['replay_ns'] / steps / 1e6:.1f}" if "error" not in base
+                                else "failed")
+                rows.append((name, link, b, f"{t0 / 1e6:.1f}{star}", f"{lim:.1f}", fmt(lru),
+                             fmt(la), fmt(orc), ratio(la, lim), ratio(la, lru), moved, bound,
+                             "ok" if over <= 0 else f"+{over / 1e6:.1f} MB",
+                             f"{unsafe[0]}/{unsafe[1]}", same, calls)
+                            + ((extra_ms,) if base is not None else ()))
+    if any(len(row) > len(head) for row in rows):
+        head = head + ("baseline ms",)
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
     else:
-        print("  ".join(f"{h:>10}" for h in head))
-    for r in rows:
-        ratio = f"{r['ratio']:.3f}x" if r["ratio"] is not None else "failed: " + r["error"]
-        vs = f"{r['vs_oracle']:.3f}x" if r["vs_oracle"] is not None else ""
-        calls = [f"{c:.0f}" for c in r["calls"]] if r["calls"] else ["", ""]
-        if args.baseline_lib:
-            old = f"{r['base_ratio']:.3f}x" if r["base_ratio"] is not None else "failed"
-            ratio = f"{old} -> {ratio}"
-            olds = [f"{c:.0f}" for c in r["base_calls"]] if r["base_calls"] else ["?", "?"]
-            calls = [f"{o} -> {n}" for o, n in zip(olds, calls)]
-        cells = (r["preset"], r["link"], r["budget"], r["policy"], ratio, vs, f"{r['peak_gb']:.1f}",
-                 f"{r['moved_gb']:.1f}", f"{r['lost_ms']:.0f}", f"{r['wait_ms']:.0f}", *calls,
-                 f"{r['remat_ratio']:.2f}x", f"{r['unconstrained_ms']:.0f}")
-        if args.markdown:
-            print("| " + " | ".join(cells) + " |")
-        else:
-            print("  ".join(f"{c:>10}" for c in cells))
+        widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+        print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+        for row in rows:
+            print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    if any(row[3].endswith("*") for row in rows):
+        print("\n* the unconstrained replay failed; T is the kernels' device time per step")
+    for n in notes:
+        print("note: " + n)
     return 0
 
 

@@ -16,8 +16,12 @@
  *                   c2c: 345 GB/s each way, 690 together (GH200 NVLink-C2C);
  *                   GBPS: that rate each way, 1.6x it together (as PCIe's 88/55)
  * The simulated device is large enough for the whole trace (twice its peak, at least the traced
- * device's memory), so only the budget constrains. Every buffer is the engine's to move
- * (HOSTOFF_MIN_BYTES=1).
+ * device's memory), so only the budget constrains.
+ *   --min-bytes SIZE  HOSTOFF_MIN_BYTES of the replay (default: the library's own default, so the
+ *                   replay moves what a user's job would). Smaller allocations pass through to
+ *                   the driver and stay on the device, outside the engine's budget: the engine
+ *                   is given the budget less the most bytes they hold at once (from the trace),
+ *                   so the device as a whole stays within the budget asked for.
  *   --policy oracle  plans every move from the whole trace first (policy/oracle.h), writes the
  *                    plan beside the reports, and the library follows it (HOSTOFF_ORACLE_PLAN):
  *                    the bound lookahead is measured against. */
@@ -41,9 +45,21 @@
 
 extern char **environ;
 
+/* The library's default HOSTOFF_MIN_BYTES, from its one table of options. */
+static uint64_t library_min_bytes(void) {
+    uint64_t v = 0;
+#define HO_OPTION(id, var, kind, def, accepted, meaning)                                           \
+    if (strcmp(#id, "MIN_BYTES") == 0 && cli_parse_uint(def, true, &v)) return v;
+#include "options.def"
+#undef HO_OPTION
+    return 1;
+}
+
 struct options {
     const char *trace;
     const char *budget_text;
+    uint64_t min_bytes;     /* HOSTOFF_MIN_BYTES of the replay */
+    uint64_t engine_budget; /* HOSTOFF_BUDGET: the budget less what passes through */
     const char *policy;
     const char *link;
     const char *report; /* --report: keep the library's report of the replay here */
@@ -74,6 +90,8 @@ static void usage(FILE *f) {
            "  --budget   device bytes for the offloaded buffers: a percentage of the trace's peak\n"
            "             (the most bytes its buffers hold at once; default 50%%), a size (60G,\n"
            "             1.5GiB: powers of 1024, docs/units.md), or none: no offload\n"
+           "  --min-bytes  smaller allocations pass through and never move (default: the "
+           "library's, HOSTOFF_MIN_BYTES)\n"
            "  --policy   HOSTOFF_POLICY for the replay (default lookahead, the library's "
            "default);\n"
            "             oracle: every move planned from the whole trace first (the bound)\n"
@@ -86,6 +104,7 @@ static void usage(FILE *f) {
 
 static int parse(int argc, char **argv, struct options *o) {
     o->budget_text = "50%";
+    o->min_bytes = library_min_bytes();
     o->policy = "lookahead"; /* the library's default */
     o->link = "pcie5";
     for (int i = 1; i < argc; i++) {
@@ -100,7 +119,7 @@ static int parse(int argc, char **argv, struct options *o) {
         }
         bool takes = strcmp(a, "--budget") == 0 || strcmp(a, "--policy") == 0 ||
                      strcmp(a, "--link") == 0 || strcmp(a, "--report") == 0 ||
-                     strcmp(a, "--record") == 0;
+                     strcmp(a, "--record") == 0 || strcmp(a, "--min-bytes") == 0;
         if (takes && i + 1 >= argc) {
             cli_error("replay: %s needs a value", a);
             return 2;
@@ -115,7 +134,13 @@ static int parse(int argc, char **argv, struct options *o) {
             o->report = argv[++i];
         else if (strcmp(a, "--record") == 0)
             o->record = argv[++i];
-        else if (a[0] == '-' && a[1] != '\0') {
+        else if (strcmp(a, "--min-bytes") == 0) {
+            const char *v = argv[++i];
+            if (!cli_parse_uint(v, true, &o->min_bytes) || o->min_bytes == 0) {
+                cli_error("replay: --min-bytes %s: expected a size such as 4M", v);
+                return 2;
+            }
+        } else if (a[0] == '-' && a[1] != '\0') {
             cli_error("replay: unknown option %s", a);
             usage(stderr);
             return 2;
@@ -324,7 +349,9 @@ static void print_json(const struct options *o, const struct trace *t, const str
     if (o->budget_none)
         printf("\"budget_bytes\":null,");
     else
-        printf("\"budget_bytes\":%llu,", (unsigned long long)o->budget);
+        printf("\"budget_bytes\":%llu,\"engine_budget_bytes\":%llu,", (unsigned long long)o->budget,
+               (unsigned long long)o->engine_budget);
+    printf("\"min_bytes\":%llu,", (unsigned long long)o->min_bytes);
     printf("\"policy\":\"%s\",\"link\":\"%s\",\"h2d_gbps\":%g,\"d2h_gbps\":%g,"
            "\"duplex_gbps\":%g,\"events\":%zu,\"launches\":%llu,\"steps\":%zu,"
            "\"illegal_accesses\":%llu,\"hazards\":%llu,\"remote_accesses\":%llu}\n",
@@ -465,6 +492,10 @@ int cmd_replay(int argc, char **argv) {
             return 2;
         }
     }
+    if (!o.budget_none) {
+        uint64_t through = oracle_unmanaged_peak(&t, o.min_bytes);
+        o.engine_budget = o.budget > through ? o.budget - through : 1;
+    }
 
     char trace_abs[PATH_MAX];
     if (realpath(o.trace, trace_abs) == NULL) snprintf(trace_abs, sizeof trace_abs, "%s", o.trace);
@@ -504,13 +535,14 @@ int cmd_replay(int argc, char **argv) {
         setv(extra, &n, "HOSTOFF_MODE=off");
     } else {
         setv(extra, &n, "HOSTOFF_MODE=offload");
-        setv(extra, &n, "HOSTOFF_BUDGET=%llu", (unsigned long long)o.budget);
-        setv(extra, &n, "HOSTOFF_MIN_BYTES=1");
+        setv(extra, &n, "HOSTOFF_BUDGET=%llu", (unsigned long long)o.engine_budget);
+        setv(extra, &n, "HOSTOFF_MIN_BYTES=%llu", (unsigned long long)o.min_bytes);
         setv(extra, &n, "HOSTOFF_POLICY=%s", o.policy);
         if (strcmp(o.policy, "oracle") == 0) {
             char plan[PATH_MAX];
             snprintf(plan, sizeof plan, "%s/oracle.plan", dir);
-            if (oracle_write_plan(&t, o.budget, o.h2d, plan, err, sizeof err) != 0) {
+            if (oracle_write_plan(&t, o.engine_budget, o.min_bytes, o.h2d, plan, err, sizeof err) !=
+                0) {
                 cli_error("replay: --policy oracle: %s; nothing replayed", err);
                 remove_dir(dir);
                 trace_free(&t);

@@ -1,7 +1,8 @@
 /* Numbering a trace as the engine will see its replay (see oracle_input.h):
- * - buffers: every allocation the engine manages, in order (HOSTOFF_MIN_BYTES=1 in a replay, so
- *   all but managed-memory ones), each the size the engine maps (a whole number of 2 MiB
- *   granules, the simulated driver's);
+ * - buffers: every allocation the engine manages, in order: those of at least the replay's
+ *   HOSTOFF_MIN_BYTES (the library's default unless --min-bytes says otherwise) that are not
+ *   managed memory, each the size the engine maps (a whole number of 2 MiB granules, the
+ *   simulated driver's);
  * - launches: those using at least one such buffer (the engine shows its policy no others).
  * If the replay ever diverges (an allocation the engine could not manage), the numbers shift and
  * the oracle's moves land on the wrong buffers: slower, never incorrect, since the engine still
@@ -10,6 +11,7 @@
 #include "outfile.h"
 #include "u64map.h"
 #include "oracle.h"
+#include "move_cost.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,12 +20,34 @@
 
 #define GRANULE (2ull << 20)
 
-int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, const char *path,
-                      char *err, size_t errcap) {
+/* Whether the engine manages this allocation in the replay (ho_engine_alloc's test). */
+static bool engine_takes(const struct tev *e, uint64_t min_bytes) {
+    return !e->managed && e->bytes >= min_bytes;
+}
+
+uint64_t oracle_unmanaged_peak(const struct trace *t, uint64_t min_bytes) {
+    struct u64map live = {0};
+    uint64_t now = 0, peak = 0, bytes;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct tev *e = &t->ev[i];
+        if (e->kind == TEV_ALLOC && !engine_takes(e, min_bytes)) {
+            if (u64map_put(&live, e->id, e->bytes)) now += e->bytes;
+            if (now > peak) peak = now;
+        } else if (e->kind == TEV_FREE && u64map_get(&live, e->id, &bytes)) {
+            now -= bytes;
+            u64map_del(&live, e->id);
+        }
+    }
+    u64map_free(&live);
+    return peak;
+}
+
+int oracle_write_plan(const struct trace *t, uint64_t budget, uint64_t min_bytes, double h2d_gbps,
+                      const char *path, char *err, size_t errcap) {
     struct u64map live = {0};
     size_t nbuf = 0, nlaunch = 0, nuse = 0;
     for (size_t i = 0; i < t->n; i++) {
-        if (t->ev[i].kind == TEV_ALLOC && !t->ev[i].managed) nbuf++;
+        if (t->ev[i].kind == TEV_ALLOC && engine_takes(&t->ev[i], min_bytes)) nbuf++;
         if (t->ev[i].kind == TEV_LAUNCH) nuse += t->ev[i].nuse;
     }
     uint64_t *bytes = calloc(nbuf + 1, sizeof *bytes), *born = calloc(nbuf + 1, sizeof *born);
@@ -43,7 +67,7 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, c
         uint64_t ord;
         switch (e->kind) {
         case TEV_ALLOC:
-            if (e->managed) {
+            if (!engine_takes(e, min_bytes)) {
                 u64map_del(&live, e->id);
                 break;
             }
@@ -78,8 +102,18 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, c
     }
     for (size_t i = 0; i < nbuf; i++)
         if (dies[i] == UINT64_MAX) dies[i] = nlaunch;
-    struct ho_oracle_input in = {nlaunch, ns,   use_start, use,    nbuf,
-                                 bytes,   born, dies,      budget, h2d_gbps * 1e9};
+    /* The fixed driver time of a round trip, as the engine starts with it (move_cost.h). */
+    struct ho_oracle_input in = {nlaunch,
+                                 ns,
+                                 use_start,
+                                 use,
+                                 nbuf,
+                                 bytes,
+                                 born,
+                                 dies,
+                                 budget,
+                                 h2d_gbps * 1e9,
+                                 HO_PUBLISHED_EVICT_REMAP_NS + HO_PUBLISHED_RESTORE_REMAP_NS};
     if (ho_oracle_plan(&in, &plan) != 0) {
         snprintf(err, errcap, "out of memory while planning");
         goto done;

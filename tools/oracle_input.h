@@ -10,7 +10,13 @@
 
 /* Plans for the device budget (bytes) and host-to-device rate (GB/s) and writes the plan to path.
  * 0 on success, else -1 with the reason in err. */
-int oracle_write_plan(const struct trace *t, uint64_t budget, double h2d_gbps, const char *path,
-                      char *err, size_t errcap);
+/* min_bytes: the replay's HOSTOFF_MIN_BYTES (smaller allocations pass through to the driver:
+ * never numbered, never moved). */
+int oracle_write_plan(const struct trace *t, uint64_t budget, uint64_t min_bytes, double h2d_gbps,
+                      const char *path, char *err, size_t errcap);
+
+/* The most bytes the trace's allocations below min_bytes (and its managed-memory ones, which the
+ * engine does not move either) hold at once: device memory the engine's budget cannot count on. */
+uint64_t oracle_unmanaged_peak(const struct trace *t, uint64_t min_bytes);
 
 #endif

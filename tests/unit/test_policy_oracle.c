@@ -44,8 +44,8 @@ static void build(struct fixture *f, double link_bytes_per_s) {
         f->born[1 + a] = 0;
         f->dies[1 + a] = (uint64_t)(8 - a); /* freed after its backward use at 7 - a */
     }
-    f->in = (struct ho_oracle_input){8,        f->ns,   f->use_start, f->use,    5,
-                                     f->bytes, f->born, f->dies,      170 * MIB, link_bytes_per_s};
+    f->in = (struct ho_oracle_input){8,       f->ns,   f->use_start, f->use,           5, f->bytes,
+                                     f->born, f->dies, 170 * MIB,    link_bytes_per_s, 0};
 }
 
 /* The launch after which buffer b is evicted (kind 0) or restored (kind 1), or -1. */

@@ -46,7 +46,7 @@ static void in_launches_longest_first(void **state) {
     int64_t over[NPOS];
     uint64_t t[NPOS + 1];
     size_t n = build(g, over, t, (int64_t)(48 * MIB)); /* two buffers' worth must go */
-    struct ho_plan_run r = {NPOS, false, NULL, 0, over};
+    struct ho_plan_run r = {NPOS, false, NULL, 0, over, 0};
     assert_int_equal(ho_plan_gaps(&r, g, n), 2);
     for (size_t i = 0; i < n; i++) {
         if (!g[i].taken) continue;
@@ -64,7 +64,7 @@ static void in_device_time_leads_cover_the_transfer(void **state) {
     uint64_t t[NPOS + 1];
     size_t n = build(g, over, t, (int64_t)(16 * MIB));
     /* 32 MiB at 1.34 GB/s: 25 ms, 28 with the planner's eighth: three 10 ms launches. */
-    struct ho_plan_run r = {NPOS, false, t, 1.342e9 / 1e9, over};
+    struct ho_plan_run r = {NPOS, false, t, 1.342e9 / 1e9, over, 0};
     assert_int_equal(ho_plan_gaps(&r, g, n), 1);
     for (size_t i = 0; i < n; i++) {
         if (!g[i].taken) continue;
@@ -85,7 +85,7 @@ static void a_slow_link_keeps_what_it_can_carry(void **state) {
     size_t n = build(g, over, t, (int64_t)(8 * 32 * MIB));
     for (size_t i = 0; i < n; i++)
         g[i].to = NPOS - 1;
-    struct ho_plan_run r = {NPOS, false, t, 0.671e9 / 1e9, over};
+    struct ho_plan_run r = {NPOS, false, t, 0.671e9 / 1e9, over, 0};
     size_t taken = ho_plan_gaps(&r, g, n);
     assert_int_equal(taken, count_taken(g, n));
     assert_true(taken > 0);
@@ -94,11 +94,32 @@ static void a_slow_link_keeps_what_it_can_carry(void **state) {
         if (g[i].taken) assert_true(g[i].away < g[i].to - g[i].lead); /* each is away a while */
 }
 
+/* A move's fixed cost: the two longest gaps belong to 1 MiB buffers, whose bytes cross the link
+ * (1 byte/ns here) in about 1 ms, less than a 2 ms round trip's fixed driver time: they are never
+ * planned, and the 32 MiB buffers with the next longest gaps go instead. Without the fixed cost
+ * the small ones go first, as the longest. */
+static void small_buffers_are_not_worth_their_moves(void **state) {
+    (void)state;
+    for (int fixed = 0; fixed < 2; fixed++) {
+        struct ho_gap g[NBUF];
+        int64_t over[NPOS];
+        uint64_t t[NPOS + 1];
+        size_t n = build(g, over, t, (int64_t)(1 * MIB));
+        g[0].bytes = g[1].bytes = 1 * MIB;
+        struct ho_plan_run r = {NPOS, false, NULL, 1.0, over, fixed ? 2 * MS : 0};
+        size_t taken = ho_plan_gaps(&r, g, n);
+        assert_int_equal(taken, 1);
+        for (size_t i = 0; i < n; i++)
+            if (g[i].taken) assert_int_equal(g[i].key, fixed ? 3 : 1);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(in_launches_longest_first),
         cmocka_unit_test(in_device_time_leads_cover_the_transfer),
         cmocka_unit_test(a_slow_link_keeps_what_it_can_carry),
+        cmocka_unit_test(small_buffers_are_not_worth_their_moves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
