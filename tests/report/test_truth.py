@@ -157,8 +157,12 @@ class Verdict(unittest.TestCase):
             page, text = page_verdict(os.path.join(d, "hostoff-demo.html"))
             self.assertAlmostEqual(page["slowdown"], slowdown_of(out), delta=0.006)
             self.assertEqual(saved_of(text), saved_of(out))
-            self.assertLess(page["slowdown"], 1.05)
-            self.assertIn("under 5%: the moves hid behind the kernels", out)
+            # The terminal's words follow its figure (the demo's slowdown itself is
+            # test_report.Demo.test_demo_offload_hides).
+            if page["slowdown"] < 1.05:
+                self.assertIn("under 5%: the moves hid behind the kernels", out)
+            else:
+                self.assertNotIn("the moves hid behind the kernels", out)
             # The page does not contradict it: no "budget is tight", no micro-batch.
             html = open(os.path.join(d, "hostoff-demo.html")).read()
             self.assertNotIn("micro-batch", html)

@@ -445,13 +445,21 @@ class Policies(unittest.TestCase):
                 self.assertEqual(out["illegal_accesses"], 0)
                 self.assertEqual(out["hazards"], 0)
 
+    def test_planners_prefetch(self):
+        for policy in ("lookahead", "oracle"):
+            with self.subTest(policy=policy):
+                self.assertGreater(self.out[policy]["prefetches"], 0)
+        self.assertEqual(self.out["lru"]["prefetches"], 0)
+
+    # Known to fail since the simulator charges the driver's published per-call costs (issue 13):
+    # on this job lookahead takes 432 ms a step and the oracle 315 ms against lru's 333 ms
+    # (docs/policy-benchmark.md). Issue 14 is open for exactly this; when planning beats reacting
+    # again this test passes unexpectedly, which fails the suite: then drop the decorator.
+    @unittest.expectedFailure
     def test_planning_beats_reacting(self):
         lru = self.out["lru"]["steady_step_ns"]
         for policy in ("lookahead", "oracle"):
-            with self.subTest(policy=policy):
-                self.assertLess(self.out[policy]["steady_step_ns"], 0.9 * lru)
-                self.assertGreater(self.out[policy]["prefetches"], 0)
-        self.assertEqual(self.out["lru"]["prefetches"], 0)
+            self.assertLess(self.out[policy]["steady_step_ns"], 0.9 * lru, policy)
 
     def test_sites_are_named(self):
         """Every managed buffer carries its allocation site, which the report resolves."""
