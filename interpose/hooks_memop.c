@@ -46,27 +46,34 @@ static uint64_t *batch_addrs(const CUdeviceptr *dsts, const CUdeviceptr *srcs, s
     return a;
 }
 
-/* Out of memory for the list: the copies are unattributed, a barrier (engine_unseen.c). */
-#define BATCH(exp, dsts, srcs, count, s, pt, CALL)                                                 \
+/* A batch copy: ADDRS (an expression setting n_) lists the pointer operands. Out of memory for
+ * the list: the copies are unattributed, a barrier (engine_unseen.c). The pass-through path
+ * (mode off) builds no list: no allocation there. */
+#define BATCH_COPY(exp, ADDRS, count, s, pt, CALL)                                                 \
     do {                                                                                           \
         HO_ENTER(exp);                                                                             \
+        if (ho_real.exp == NULL) return CUDA_ERROR_NOT_SUPPORTED;                                  \
+        if (!ho_tracking()) return (CALL);                                                         \
         int n_;                                                                                    \
-        uint64_t *a_ = batch_addrs(dsts, srcs, count, &n_);                                        \
+        uint64_t *a_ = (ADDRS);                                                                    \
         CUresult rc_;                                                                              \
         if (ho_offloading()) {                                                                     \
             struct ho_engine_touch t_;                                                             \
             ho_track_access_begin_ex(a_, n_, s, pt, false, a_ == NULL && (count) > 0, &t_);        \
-            rc_ = ho_real.exp != NULL ? (CALL) : CUDA_ERROR_NOT_SUPPORTED;                         \
+            rc_ = (CALL);                                                                          \
             ho_engine_finish(&t_, s, pt, rc_ == CUDA_SUCCESS);                                     \
         } else {                                                                                   \
-            rc_ = ho_real.exp != NULL ? (CALL) : CUDA_ERROR_NOT_SUPPORTED;                         \
-            for (int i_ = 0; rc_ == CUDA_SUCCESS && ho_tracking() && i_ < n_; i_++)                \
+            rc_ = (CALL);                                                                          \
+            for (int i_ = 0; rc_ == CUDA_SUCCESS && i_ < n_; i_++)                                 \
                 ho_track_touch(a_[i_]);                                                            \
         }                                                                                          \
         if (rc_ == CUDA_SUCCESS) ho_count(&ho_stats.counts_copies, (count));                       \
         free(a_);                                                                                  \
         return rc_;                                                                                \
     } while (0)
+
+#define BATCH(exp, dsts, srcs, count, s, pt, CALL)                                                 \
+    BATCH_COPY(exp, batch_addrs(dsts, srcs, count, &n_), count, s, pt, CALL)
 
 CUresult cuMemcpyBatchAsync(CUdeviceptr *d, CUdeviceptr *s, size_t *sz, size_t count,
                             CUmemcpyAttributes *a, size_t *ai, size_t na, size_t *fail,
@@ -106,25 +113,7 @@ static uint64_t *batch3d_addrs(const CUDA_MEMCPY3D_BATCH_OP *ops, size_t count, 
 }
 
 #define BATCH3D(exp, ops, count, s, pt, CALL)                                                      \
-    do {                                                                                           \
-        HO_ENTER(exp);                                                                             \
-        int n_;                                                                                    \
-        uint64_t *a_ = batch3d_addrs(ops, count, &n_);                                             \
-        CUresult rc_;                                                                              \
-        if (ho_offloading()) {                                                                     \
-            struct ho_engine_touch t_;                                                             \
-            ho_track_access_begin_ex(a_, n_, s, pt, false, a_ == NULL && (count) > 0, &t_);        \
-            rc_ = ho_real.exp != NULL ? (CALL) : CUDA_ERROR_NOT_SUPPORTED;                         \
-            ho_engine_finish(&t_, s, pt, rc_ == CUDA_SUCCESS);                                     \
-        } else {                                                                                   \
-            rc_ = ho_real.exp != NULL ? (CALL) : CUDA_ERROR_NOT_SUPPORTED;                         \
-            for (int i_ = 0; rc_ == CUDA_SUCCESS && ho_tracking() && i_ < n_; i_++)                \
-                ho_track_touch(a_[i_]);                                                            \
-        }                                                                                          \
-        if (rc_ == CUDA_SUCCESS) ho_count(&ho_stats.counts_copies, (count));                       \
-        free(a_);                                                                                  \
-        return rc_;                                                                                \
-    } while (0)
+    BATCH_COPY(exp, batch3d_addrs(ops, count, &n_), count, s, pt, CALL)
 
 CUresult cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail,
                               unsigned long long flags, CUstream st) {

@@ -13,9 +13,8 @@ HOSTOFF_MIN_BYTES), on the pcie5 and c2c links: once without a budget, then at 8
 its peak under lru, lookahead and oracle.
 
 Per row:
-- T: the unconstrained step. Where the unconstrained replay fails (the simulator returns a
-  stream-ordered free's memory only when the device reaches the free, and a per-tensor trace's
-  host runs far ahead), T is the kernels' device time per step from the recording, marked "*".
+- T: the unconstrained step. Where the unconstrained replay fails (before the simulator reused
+  a stream-ordered free's memory at once on its own stream, a per-tensor trace's host ran out), T is the kernels' device time per step from the recording, marked "*".
 - limit: max(T, E/d2h, E/h2d, 2E/duplex), E = peak - budget (DESIGN.md, "Measuring").
 - each policy's step: the replay's whole time over its steps (the learning steps included; the
   recordings have no markers), in ms, and lookahead's over the limit and over lru.

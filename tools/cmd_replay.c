@@ -420,11 +420,14 @@ static void print_summary(const struct options *o, const struct trace *t, const 
     }
     cli_format_bytes(r->peak_device, a, sizeof a);
     if (o->budget_none && r->peak_device > t->peak_bytes) {
-        /* The simulator returns stream-ordered frees when the device reaches them, while the
-         * host allocates ahead: its count is not the trace's footprint. */
+        /* The simulator reuses a stream-ordered free at once only on its own stream or after an
+         * event dependency, as the driver does; others wait for the device to reach the free,
+         * while the host allocates ahead: its count is not the trace's footprint. */
         cli_format_bytes(t->peak_bytes, b, sizeof b);
         printf("device    peak %s, the trace's buffers at once (the simulator counted %s: it "
-               "returns memory freed in stream order only when the device reaches the free)\n",
+               "reuses memory freed in stream order on another stream only once the device reaches "
+               "the "
+               "free)\n",
                b, a);
     } else {
         printf("device    peak %s\n", a);
