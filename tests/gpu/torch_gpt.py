@@ -18,14 +18,14 @@ there), and any error. torch is imported only after the arguments are parsed.
 """
 
 import argparse
-import json
 import math
 import os
-import statistics
 import sys
 import time
 import traceback
 from pathlib import Path
+
+from trainer_steps import median_step, past_stop, write_result  # beside this script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -256,35 +256,6 @@ def train(a, result):
     elif cuda:
         result["app_peak_bytes"] = torch.cuda.max_memory_reserved(dev)
         result["max_allocated_bytes"] = torch.cuda.max_memory_allocated(dev)
-
-
-def past_stop(a, step_s):
-    """Whether the next step would likely end after --stop-at. Judged by the slowest step after
-    the first: the first one compiles (and warms caches), so it never predicts the next. With only
-    the first step done, the second one always starts (unless --stop-at has passed): if it then
-    overruns, the steps before it are already written."""
-    if not a.stop_at:
-        return False
-    later = step_s[1:]
-    return time.time() + (1.5 * max(later) if later else 0.0) > a.stop_at
-
-
-def median_step(a, step_s):
-    """Median step time after --warmup steps (else after the first); None before that."""
-    timed = step_s[a.warmup:] or step_s[1:]
-    return statistics.median(timed) if timed else None
-
-
-def write_result(a, result):
-    """The result so far, replacing the file atomically: written after every step, so a run
-    that fails or is killed later keeps the steps it made."""
-    if not a.out:
-        return
-    result["median_step_s"] = median_step(a, result["step_s"])
-    tmp = a.out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp, a.out)
 
 
 def main(argv=None):
