@@ -46,7 +46,10 @@ static bool read_number(const char *text, struct number *n, const char **why) {
         for (; is_digit(*p); p++)
             if (++n->nfrac > MAX_DECIMALS) return fail(why, "too many decimals");
     }
-    if (*p == 'x' || *p == 'X') return fail(why, "hexadecimal is not allowed");
+    /* Only "0x..." is hexadecimal; an x after any other number ("1.5X") is an unknown suffix,
+     * which the caller names with the valid ones. */
+    if ((*p == 'x' || *p == 'X') && p == text + 1 && text[0] == '0')
+        return fail(why, "hexadecimal is not allowed");
     n->end = p;
     return true;
 }
@@ -94,7 +97,8 @@ bool ho_units_size(const char *text, uint64_t *bytes, const char **why) {
         if (*u == 'e' || *u == 'E') return fail(why, "an exponent is not allowed");
         if (*u == ' ' || *u == '\t') return fail(why, "blanks are not allowed");
         if (*u == '%') return fail(why, "a percentage is not a size here");
-        return fail(why, "unknown unit (expected K, M, G or T, optionally with B or iB)");
+        return fail(why, "unknown unit suffix (valid: K, M, G or T, each optionally followed by "
+                         "B or iB, or B alone)");
     }
     if (shift == 0 && !frac_is_zero(&n)) return fail(why, "a number of bytes must be whole");
     uint64_t unit = (uint64_t)1 << shift;

@@ -73,6 +73,10 @@ static void test_sizes_refused(void **state) {
         {"+50M", "sign"},
         {"-1", "sign"},
         {"0x32", "hexadecimal"},
+        {"0X32", "hexadecimal"},
+        {"1.5X", "unknown unit suffix (valid: K, M, G or T"}, /* not "hexadecimal" */
+        {"12x", "unknown unit suffix"},
+        {"0.5x", "unknown unit suffix"},
         {"1e9", "exponent"},
         {"1.5", "whole"},
         {"1.5B", "whole"},
