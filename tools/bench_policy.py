@@ -51,7 +51,6 @@ PRESETS = {"gpt": ["gpt"], "deepseek": ["deepseek"]}
 LINKS = ("pcie5", "c2c")
 BUDGETS = ("80%", "70%", "50%")
 POLICIES = ("lru", "lookahead", "oracle")
-LINK_GBPS = {"pcie5": (55, 55, 88), "c2c": (345, 345, 690)}  # h2d, d2h, duplex: as replay --link
 
 
 def replay(hostoff, trace, budget, policy, link, lib=None):
@@ -75,8 +74,10 @@ def calls_per_step(r, steps):
             (c["cuMemMap"] + c["cuMemUnmap"] + c["cuMemSetAccess"]) / steps)
 
 
-def limit_ns(t_ns, peak, budget, link):
-    h2d, d2h, duplex = (g * 1e9 for g in LINK_GBPS[link])
+def limit_ns(t_ns, peak, budget, r):
+    """The physical limit, over the link rates the replay `r` ran with (its --json: the presets'
+    one table is tools/sim_costs.c)."""
+    h2d, d2h, duplex = (r[k] * 1e9 for k in ("h2d_gbps", "d2h_gbps", "duplex_gbps"))
     e = max(0, peak - budget)
     return max(t_ns, e / d2h * 1e9, e / h2d * 1e9, 2 * e / duplex * 1e9)
 
@@ -201,7 +202,7 @@ def main(argv):
                 if not ok:
                     continue
                 peak, budget = ok[0]["trace_peak_bytes"], ok[0]["budget_bytes"]
-                lim = limit_ns(t0, peak, budget, link) / 1e6
+                lim = limit_ns(t0, peak, budget, ok[0]) / 1e6
                 e = max(1, peak - budget)
                 la, lru, orc = ms["lookahead"], ms["lru"], ms["oracle"]
                 fmt = lambda v: f"{v:.1f}" if v is not None else "failed"

@@ -19,7 +19,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-LINK_GBPS = {"pcie5": (55, 55, 88), "c2c": (345, 345, 690)}  # as hostoff replay --link sets
 
 
 def header_of(path):

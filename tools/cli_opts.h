@@ -33,8 +33,10 @@ struct cli_subcommand {
 extern const struct cli_subcommand cli_subcommands[];
 extern const size_t cli_nsubcommands;
 
-/* hostoff run's options, one per row of src/options.def, in its order. */
+/* hostoff run's options, one per row of src/options.def, in its order; then --costs, which
+ * sets SIMCUDA_COSTS (cmd_run.c). */
 size_t run_opts(const struct cli_opt **out);
+extern const struct cli_opt run_costs_opt;
 
 /* "--name ARG" then the help, wrapped, indented; the default and the variable after it. */
 void cli_opts_help(FILE *f, const struct cli_opt *o, size_t n);

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cli_opts.h"
 #include "json.h"
+#include "sim_costs.h"
 #include "trace_read.h"
 #include "units.h"
 #include "verdict.h"
@@ -29,8 +30,13 @@ static const char *const DEFAULT_BUDGETS = "95,90,80,70,60,50,40,30,20";
 
 const struct cli_opt advise_opts[] = {
     {"link", "pcie5|c2c|GBPS", "pcie5",
-     "the host link of the replays: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345), "
-     "or GB/s each way",
+     "the host link of the replays: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345 to "
+     "the device, 300 from it), or GB/s each way; with --costs and no --link, the cost file's "
+     "link rows",
+     NULL},
+    {"costs", "FILE", "",
+     "the simulator's cost file (SIMCUDA_COSTS, docs/simcuda.md; the GPU kit writes "
+     "costs-h200.txt) for every replay; checked first",
      NULL},
     {"policy", "lookahead|lru|oracle", "lookahead", "HOSTOFF_POLICY of the replays", NULL},
     {"budgets", "PCT,...", "95,90,80,70,60,50,40,30,20",
@@ -58,9 +64,18 @@ static void usage(FILE *f) {
 /* One replay of the trace: its steady step and device peak, from hostoff replay --json. */
 static bool replay(const char *self, const char *trace, const char *budget, const char *policy,
                    const char *link, uint64_t *step, uint64_t *peak, uint64_t *budget_bytes,
-                   double rates[3]) {
-    char *args[] = {"hostoff",  "replay",       (char *)trace, "--budget",   (char *)budget,
-                    "--policy", (char *)policy, "--link",      (char *)link, "--json",
+                   double rates[3], char *link_name, size_t link_cap) {
+    /* No --link: the replay's own (the cost file's link rows, else pcie5). */
+    char *args[] = {"hostoff",
+                    "replay",
+                    (char *)trace,
+                    "--budget",
+                    (char *)budget,
+                    "--policy",
+                    (char *)policy,
+                    "--json",
+                    link != NULL ? "--link" : NULL,
+                    (char *)link,
                     NULL};
     char *out = NULL;
     int rc = cli_run_child("advise", self, args, NULL, &out);
@@ -75,6 +90,8 @@ static bool replay(const char *self, const char *trace, const char *budget, cons
         const struct json *v = json_get(j, keys[k]);
         rates[k] = v != NULL && (v->type == JSON_INT || v->type == JSON_REAL) ? v->real : 0;
     }
+    const struct json *name = ok && link_name != NULL ? json_get(j, "link") : NULL;
+    if (name != NULL && name->type == JSON_STRING) snprintf(link_name, link_cap, "%s", name->str);
     json_free(j);
     return ok;
 }
@@ -114,8 +131,8 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 int cmd_advise(int argc, char **argv) {
-    const char *trace = NULL, *link = "pcie5", *policy = "lookahead", *budgets = DEFAULT_BUDGETS;
-    const char *dir = NULL;
+    const char *trace = NULL, *link = NULL, *policy = "lookahead", *budgets = DEFAULT_BUDGETS;
+    const char *dir = NULL, *costs = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -134,6 +151,7 @@ int cmd_advise(int argc, char **argv) {
                             : len == 8 && strncmp(a, "--policy", len) == 0  ? &policy
                             : len == 9 && strncmp(a, "--budgets", len) == 0 ? &budgets
                             : len == 2 && strncmp(a, "-o", len) == 0        ? &dir
+                            : len == 7 && strncmp(a, "--costs", len) == 0   ? &costs
                                                                             : NULL;
         if (slot != NULL) {
             if (eq != NULL) {
@@ -170,10 +188,12 @@ int cmd_advise(int argc, char **argv) {
     }
     qsort(adv.pct, adv.n, sizeof adv.pct[0], cmp_desc);
     struct prof_link pl;
-    if (!prof_parse_link(link, &pl)) {
-        cli_error("advise: --link %s: expected pcie5, c2c or a rate in GB/s", link);
+    if (link != NULL && !prof_parse_link(link, &pl)) {
+        cli_error("advise: --link %s: expected " CLI_LINK_EXPECTED, link);
         return 2;
     }
+    /* The replays inherit it (hostoff replay passes SIMCUDA_COSTS to its simulator). */
+    if (costs != NULL && !cli_costs_use("advise", costs)) return 2;
     if (strcmp(policy, "lookahead") != 0 && strcmp(policy, "lru") != 0 &&
         strcmp(policy, "oracle") != 0) {
         cli_error("advise: --policy %s: expected lookahead, lru or oracle", policy);
@@ -194,11 +214,14 @@ int cmd_advise(int argc, char **argv) {
     self[len] = '\0';
     adv.trace = trace;
     adv.policy = policy;
-    adv.link = link;
+    static char link_name[64] = "pcie5";
+    if (link != NULL) snprintf(link_name, sizeof link_name, "%s", link);
+    adv.link = link_name;
     adv.peak = t.peak_bytes;
     adv.steps = t.steps;
     uint64_t peak_dev = 0;
-    if (!replay(self, trace, "none", policy, link, &adv.t_ns, &peak_dev, NULL, adv.rates)) {
+    if (!replay(self, trace, "none", policy, link, &adv.t_ns, &peak_dev, NULL, adv.rates, link_name,
+                sizeof link_name)) {
         cli_error("advise: the replay with no budget failed");
         trace_free(&t);
         return 1;
@@ -207,7 +230,8 @@ int cmd_advise(int argc, char **argv) {
         char b[32];
         snprintf(b, sizeof b, "%g%%", adv.pct[i]);
         struct advice_row *r = &adv.row[i];
-        if (!replay(self, trace, b, policy, link, &r->step_ns, &r->peak_dev, &r->budget, NULL)) {
+        if (!replay(self, trace, b, policy, link, &r->step_ns, &r->peak_dev, &r->budget, NULL, NULL,
+                    0)) {
             cli_error("advise: the replay at --budget %s failed", b);
             trace_free(&t);
             return 1;

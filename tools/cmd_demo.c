@@ -13,6 +13,7 @@
 #include "cli_opts.h"
 #include "json.h"
 #include "profile.h"
+#include "sim_costs.h"
 #include "verdict.h"
 
 #include <errno.h>
@@ -39,7 +40,13 @@ const struct cli_opt demo_opts[] = {
      NULL},
     {"policy", "lookahead|lru|oracle", "lookahead", "HOSTOFF_POLICY of the replay", NULL},
     {"link", "pcie5|c2c|GBPS", "pcie5",
-     "the host link: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345), or GB/s", NULL},
+     "the host link: PCIe Gen5 x16 (55 GB/s each way), GH200 NVLink-C2C (345 to the device, 300 "
+     "from it), or GB/s; with --costs and no --link, the cost file's link rows",
+     NULL},
+    {"costs", "FILE", "",
+     "the simulator's cost file (SIMCUDA_COSTS, docs/simcuda.md; the GPU kit writes "
+     "costs-h200.txt) for every replay; checked first",
+     NULL},
     {"steps", "N", "6", "training steps", NULL},
 };
 const size_t ndemo_opts = sizeof demo_opts / sizeof demo_opts[0];
@@ -80,8 +87,8 @@ static void step(bool tty, int k, const char *what) {
 int cmd_demo(int argc, char **argv) {
     argv = cli_split_equals(&argc, argv); /* --name=VALUE as --name VALUE */
     if (argv == NULL) return 1;
-    const char *dir = "hostoff-demo", *budget = "85%", *policy = "lookahead", *link = "pcie5";
-    const char *steps = "6";
+    const char *dir = "hostoff-demo", *budget = "85%", *policy = "lookahead", *link = NULL;
+    const char *steps = "6", *costs = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -93,6 +100,7 @@ int cmd_demo(int argc, char **argv) {
                             : strcmp(a, "--policy") == 0 ? &policy
                             : strcmp(a, "--link") == 0   ? &link
                             : strcmp(a, "--steps") == 0  ? &steps
+                            : strcmp(a, "--costs") == 0  ? &costs
                                                          : NULL;
         if (slot == NULL) {
             cli_error("demo: unknown argument %s", a);
@@ -105,6 +113,15 @@ int cmd_demo(int argc, char **argv) {
         }
         *slot = argv[++i];
     }
+    struct cli_link checked;
+    if (link != NULL && !cli_link_parse(link, &checked)) {
+        cli_error("demo: --link %s: expected " CLI_LINK_EXPECTED, link);
+        return 2;
+    }
+    /* The replays below inherit it (hostoff replay passes SIMCUDA_COSTS to its simulator). */
+    if (costs != NULL && !cli_costs_use("demo", costs)) return 2;
+    /* The link's argument to every replay: as given, else theirs (the cost file's, or pcie5). */
+    const char *link_opt = link != NULL ? "--link" : NULL;
     if (strcmp(budget, "none") == 0) {
         cli_error("demo: --budget none would move nothing; give a share of the peak or a size");
         return 2;
@@ -150,8 +167,8 @@ int cmd_demo(int argc, char **argv) {
 
     /* 2. The baseline: no offload. */
     step(tty, 2, "replaying it without offload (the baseline)");
-    char *base_args[] = {"hostoff", "replay",     trace,    "--budget", "none",
-                         "--link",  (char *)link, "--json", NULL};
+    char *base_args[] = {"hostoff", "replay",         trace,        "--budget", "none",
+                         "--json",  (char *)link_opt, (char *)link, NULL};
     char *base_out = NULL;
     int rc = run_self(base_args, &base_out);
     struct json *base = rc == 0 ? parse_out(base_out) : NULL;
@@ -164,8 +181,8 @@ int cmd_demo(int argc, char **argv) {
     /* 3. Under the budget, as the baseline ran: no trace, whose own driver calls would cost the
      * simulated host time (the step times compare these two). */
     step(tty, 3, "replaying it under the budget");
-    char *plain_args[] = {"hostoff",  "replay",       trace,    "--budget",   (char *)budget,
-                          "--policy", (char *)policy, "--link", (char *)link, "--json",
+    char *plain_args[] = {"hostoff",  "replay",       trace,    "--budget",       (char *)budget,
+                          "--policy", (char *)policy, "--json", (char *)link_opt, (char *)link,
                           NULL};
     char *plain_out = NULL;
     rc = run_self(plain_args, &plain_out);
@@ -180,9 +197,9 @@ int cmd_demo(int argc, char **argv) {
     /* 4. Again, recording the library's report and trace for the report. */
     step(tty, 4, "replaying it under the budget again, recording the report and the trace");
     char *off_args[] = {
-        "hostoff",      "replay", trace,        "--budget", (char *)budget, "--policy",
-        (char *)policy, "--link", (char *)link, "--json",   "--report",     rep,
-        "--record",     rec,      NULL};
+        "hostoff",        "replay",     trace,      "--budget", (char *)budget, "--policy",
+        (char *)policy,   "--json",     "--report", rep,        "--record",     rec,
+        (char *)link_opt, (char *)link, NULL};
     char *off_out = NULL;
     rc = run_self(off_args, &off_out);
     struct json *off = rc == 0 ? parse_out(off_out) : NULL;
@@ -229,7 +246,12 @@ int cmd_demo(int argc, char **argv) {
         printf("  budget      %s (%s of the peak)", b, budget);
     else
         printf("  budget      %s = %s", budget, b);
-    printf(", policy %s, link %s (%g GB/s each way)\n", policy, link, num(off, "h2d_gbps"));
+    const struct json *lname = json_get(off, "link");
+    printf(", policy %s, link %s (%g GB/s to the device, %g from it)\n", policy,
+           lname != NULL && lname->type == JSON_STRING ? lname->str : "pcie5", num(off, "h2d_gbps"),
+           num(off, "d2h_gbps"));
+    const struct json *cf = json_get(off, "costs");
+    if (cf != NULL && cf->type == JSON_STRING) printf("  costs       %s\n", cf->str);
     prof_bytes(p->moved_to_host, a, sizeof a);
     prof_bytes(p->moved_to_device, b, sizeof b);
     printf("  moved       %s to host, %s back (%llu evictions, %llu restores on demand, %llu "

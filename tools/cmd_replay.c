@@ -1,5 +1,5 @@
 /* hostoff replay TRACE [--budget none|BYTES|PCT%] [--policy lookahead|lru|oracle]
- *                      [--link pcie5|c2c|GBPS] [--json]
+ *                      [--link pcie5|c2c|GBPS] [--costs FILE] [--json]
  *
  * Replays a trace through the real libhostoff.so on the simulated driver (sparse mode: no bytes
  * move, so 100+ GB workloads replay in little memory) and summarises what the library did, in
@@ -12,16 +12,21 @@
  *   --budget BYTES  HOSTOFF_BUDGET (K, M, G, T: powers of 1024)
  *   --budget PCT%   that share of the trace's unconstrained peak (the most bytes its buffers hold
  *                   at once), computed from the trace
- *   --link          pcie5: 55 GB/s each way, 88 both together (PCIe Gen5 x16);
- *                   c2c: 345 GB/s each way, 690 together (GH200 NVLink-C2C);
- *                   GBPS: that rate each way, 1.6x it together (as PCIe's 88/55)
+ *   --link          the host link, from the presets' one table (sim_costs.c): pcie5, c2c, or
+ *                   GBPS: that rate each way (both at once: PCIe's shares, 35 and 53 of 55).
+ *                   Default: the cost file's link rows when it has them, else pcie5.
+ *   --costs FILE    the simulator's cost file (SIMCUDA_COSTS, docs/simcuda.md "Cost file"; the
+ *                   GPU kit writes costs-h200.txt): checked first (a missing or malformed file is
+ *                   one line naming it, exit 2), then handed to the simulator. Without it,
+ *                   SIMCUDA_COSTS from the environment is the file, the one SIMCUDA_* variable
+ *                   that reaches the replay. The output names the file in force.
  * The simulated device is large enough for the whole trace (twice its peak, at least the traced
  * device's memory), so only the budget constrains.
- *   --min-bytes SIZE  HOSTOFF_MIN_BYTES of the replay (default: the library's own default, so the
- *                   replay moves what a user's job would). Smaller allocations pass through to
- *                   the driver and stay on the device, outside the engine's budget: the engine
- *                   is given the budget less the most bytes they hold at once (from the trace),
- *                   so the device as a whole stays within the budget asked for.
+ *   --min-bytes SIZE  HOSTOFF_MIN_BYTES of the replay (default: the library's own default, so
+ * the replay moves what a user's job would). Smaller allocations pass through to the driver and
+ * stay on the device, outside the engine's budget: the engine is given the budget less the most
+ * bytes they hold at once (from the trace), so the device as a whole stays within the budget asked
+ * for.
  *   --policy oracle  plans every move from the whole trace first (policy/oracle.h), writes the
  *                    plan beside the reports, and the library follows it (HOSTOFF_ORACLE_PLAN):
  *                    the bound lookahead is measured against. */
@@ -29,7 +34,9 @@
 #include "options.h"
 #include "units.h"
 #include "json.h"
+#include "json_text.h"
 #include "oracle_input.h"
+#include "sim_costs.h"
 #include "trace_read.h"
 #include "verdict.h"
 
@@ -61,11 +68,15 @@ struct options {
     uint64_t min_bytes;     /* HOSTOFF_MIN_BYTES of the replay */
     uint64_t engine_budget; /* HOSTOFF_BUDGET: the budget less what passes through */
     const char *policy;
-    const char *link;
-    const char *report; /* --report: keep the library's report of the replay here */
-    const char *record; /* --record: HOSTOFF_TRACE of the replay (with the engine's timeline) */
+    const char *link;       /* as given, else the link's name ("pcie5", "costs") */
+    bool link_given;        /* --link: wins over the cost file's link rows */
+    const char *costs_arg;  /* --costs */
+    struct cli_costs costs; /* the cost file in force (costs.path "" when none) */
+    const char *report;     /* --report: keep the library's report of the replay here */
+    const char *record;     /* --record: HOSTOFF_TRACE of the replay (with the engine's timeline) */
     bool json;
-    double h2d, d2h, duplex; /* GB/s */
+    double h2d, d2h, duplex;       /* GB/s; duplex: both directions' rates while both run */
+    double h2d_duplex, d2h_duplex; /* each of those */
     bool budget_none;
     uint64_t budget;            /* bytes */
     double budget_pct;          /* 0: given in bytes */
@@ -95,7 +106,10 @@ static void usage(FILE *f) {
            "  --policy   HOSTOFF_POLICY for the replay (default lookahead, the library's "
            "default);\n"
            "             oracle: every move planned from the whole trace first (the bound)\n"
-           "  --link     host link: pcie5 (55 GB/s each way), c2c (345 GB/s), or GB/s\n"
+           "  --link     host link: pcie5 (55 GB/s each way), c2c (345 to the device, 300 from "
+           "it), or GB/s\n"
+           "             (default: the cost file's link rows, else pcie5)\n"
+           "  --costs    the simulator's cost file (SIMCUDA_COSTS; default: that variable)\n"
            "  --json     one JSON object instead of the summary\n"
            "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
            "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too)\n"
@@ -119,7 +133,8 @@ static int parse(int argc, char **argv, struct options *o) {
         }
         bool takes = strcmp(a, "--budget") == 0 || strcmp(a, "--policy") == 0 ||
                      strcmp(a, "--link") == 0 || strcmp(a, "--report") == 0 ||
-                     strcmp(a, "--record") == 0 || strcmp(a, "--min-bytes") == 0;
+                     strcmp(a, "--record") == 0 || strcmp(a, "--min-bytes") == 0 ||
+                     strcmp(a, "--costs") == 0;
         if (takes && i + 1 >= argc) {
             cli_error("replay: %s needs a value", a);
             return 2;
@@ -128,8 +143,11 @@ static int parse(int argc, char **argv, struct options *o) {
             o->budget_text = argv[++i];
         else if (strcmp(a, "--policy") == 0)
             o->policy = argv[++i];
-        else if (strcmp(a, "--link") == 0)
+        else if (strcmp(a, "--link") == 0) {
             o->link = argv[++i];
+            o->link_given = true;
+        } else if (strcmp(a, "--costs") == 0)
+            o->costs_arg = argv[++i];
         else if (strcmp(a, "--report") == 0)
             o->report = argv[++i];
         else if (strcmp(a, "--record") == 0)
@@ -160,20 +178,25 @@ static int parse(int argc, char **argv, struct options *o) {
         cli_error("replay: --policy %s: expected lookahead, lru or oracle", o->policy);
         return 2;
     }
-    uint64_t gbps = 0;
-    if (strcmp(o->link, "pcie5") == 0) {
-        o->h2d = o->d2h = 55;
-        o->duplex = 88;
-    } else if (strcmp(o->link, "c2c") == 0) {
-        o->h2d = o->d2h = 345;
-        o->duplex = 690;
-    } else if (cli_parse_uint(o->link, false, &gbps) && gbps > 0 && gbps < 1000000) {
-        o->h2d = o->d2h = (double)gbps;
-        o->duplex = 1.6 * (double)gbps;
-    } else {
-        cli_error("replay: --link %s: expected pcie5, c2c or a rate in GB/s", o->link);
+    struct cli_link link;
+    if (o->link_given && !cli_link_parse(o->link, &link)) {
+        cli_error("replay: --link %s: expected " CLI_LINK_EXPECTED, o->link);
         return 2;
     }
+    /* The cost file: --costs, else SIMCUDA_COSTS (the environment's is checked the same way). */
+    const char *costs = o->costs_arg != NULL ? o->costs_arg : getenv("SIMCUDA_COSTS");
+    if (o->costs_arg != NULL || (costs != NULL && *costs != '\0')) {
+        if (!cli_costs_read("replay", costs, &o->costs)) return 2;
+    }
+    bool file_link =
+        o->costs.has_h2d || o->costs.has_d2h || o->costs.has_h2d_duplex || o->costs.has_d2h_duplex;
+    cli_link_with_costs(o->link_given ? o->link : NULL, &o->costs, &link);
+    if (!o->link_given && file_link) o->link = "costs";
+    o->h2d = link.h2d;
+    o->d2h = link.d2h;
+    o->h2d_duplex = link.h2d_duplex;
+    o->d2h_duplex = link.d2h_duplex;
+    o->duplex = link.h2d_duplex + link.d2h_duplex;
     /* The library's grammar (src/units.h); a percentage is of the trace's peak. */
     const char *b = o->budget_text, *why = NULL;
     struct ho_amount amount;
@@ -352,6 +375,15 @@ static void print_json(const struct options *o, const struct trace *t, const str
         printf("\"budget_bytes\":%llu,\"engine_budget_bytes\":%llu,", (unsigned long long)o->budget,
                (unsigned long long)o->engine_budget);
     printf("\"min_bytes\":%llu,", (unsigned long long)o->min_bytes);
+    printf("\"costs\":");
+    if (o->costs.path[0] != '\0') {
+        putchar('"');
+        ho_json_write_text(stdout, o->costs.path);
+        printf("\",");
+    } else {
+        printf("null,");
+    }
+    printf("\"h2d_duplex_gbps\":%g,\"d2h_duplex_gbps\":%g,", o->h2d_duplex, o->d2h_duplex);
     printf("\"policy\":\"%s\",\"link\":\"%s\",\"h2d_gbps\":%g,\"d2h_gbps\":%g,"
            "\"duplex_gbps\":%g,\"events\":%zu,\"launches\":%llu,\"steps\":%zu,"
            "\"illegal_accesses\":%llu,\"hazards\":%llu,\"remote_accesses\":%llu}\n",
@@ -367,8 +399,17 @@ static uint64_t unconstrained_step(const struct options *o) {
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return 0;
     self[len] = '\0';
-    char *args[] = {"hostoff", "replay",        (char *)o->trace, "--budget", "none",
-                    "--link",  (char *)o->link, "--json",         NULL};
+    char *args[12] = {"hostoff", "replay", (char *)o->trace, "--budget", "none", "--json"};
+    int n = 6;
+    if (o->link_given) {
+        args[n++] = "--link";
+        args[n++] = (char *)o->link;
+    }
+    if (o->costs.path[0] != '\0') {
+        args[n++] = "--costs";
+        args[n++] = (char *)o->costs.path;
+    }
+    args[n] = NULL;
     char *out = NULL;
     int rc = cli_run_child("replay", self, args, NULL, &out);
     char err[128];
@@ -394,9 +435,12 @@ static void print_summary(const struct options *o, const struct trace *t, const 
             printf("replay    budget %s (%s of the peak)", b, o->budget_text);
         else
             printf("replay    budget %s = %s", o->budget_text, b);
-        printf(", policy %s, link %s (%g GB/s each way, %g together)\n", o->policy, o->link, o->h2d,
-               o->duplex);
+        printf(", policy %s, link %s (%g GB/s to the device, %g from it; %g + %g at once)\n",
+               o->policy, o->link, o->h2d, o->d2h, o->h2d_duplex, o->d2h_duplex);
     }
+    if (o->costs.path[0] != '\0')
+        printf("costs     %s (the simulator's cost file: its rows replace the built-in ones)\n",
+               o->costs.path);
     if (t->steps > 0)
         printf("time      %.6f s virtual, replay %.6f s, steady step %.6f s\n",
                (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9,
@@ -524,7 +568,9 @@ int cmd_replay(int argc, char **argv) {
     setv(extra, &n, "SIMCUDA_DEVICE_MEM=%lluG", (unsigned long long)mem);
     setv(extra, &n, "SIMCUDA_H2D_GBPS=%g", o.h2d);
     setv(extra, &n, "SIMCUDA_D2H_GBPS=%g", o.d2h);
-    setv(extra, &n, "SIMCUDA_DUPLEX_GBPS=%g", o.duplex);
+    setv(extra, &n, "SIMCUDA_H2D_DUPLEX_GBPS=%g", o.h2d_duplex);
+    setv(extra, &n, "SIMCUDA_D2H_DUPLEX_GBPS=%g", o.d2h_duplex);
+    if (o.costs.path[0] != '\0') setv(extra, &n, "SIMCUDA_COSTS=%s", o.costs.path);
     setv(extra, &n, "SIMCUDA_REPORT=%s/simcuda.json", dir);
     setv(extra, &n, "HOSTOFF_REPORT=%s/hostoff.json", dir);
     if (o.record != NULL) {

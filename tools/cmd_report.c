@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "outfile.h"
 #include "cli_opts.h"
+#include "sim_costs.h"
 #include "profile.h"
 #include "verdict.h"
 #include "json_text.h"
@@ -32,7 +33,12 @@ const struct cli_opt report_opts[] = {
      NULL},
     {"link", "pcie5|c2c|GBPS", "",
      "the link's peak for the throughput figure, instead of the rates a simulated run's trace "
-     "records (else pcie5): pcie5 (55 GB/s each way), c2c (345), or GB/s each way",
+     "records (else pcie5): pcie5 (55 GB/s each way), c2c (345 to the device, 300 from it), or "
+     "GB/s each way",
+     NULL},
+    {"costs", "FILE", "",
+     "the simulator's cost file (SIMCUDA_COSTS, docs/simcuda.md) for the replays that measure the "
+     "step without offload: the one the run was made under; checked first",
      NULL},
     {"json", "", "",
      "print the verdict of each process as one JSON object a line (the same figures as the page "
@@ -150,7 +156,7 @@ int cmd_report(int argc, char **argv) {
             continue;
         }
         bool takes = strcmp(a, "-o") == 0 || strcmp(a, "--name") == 0 || strcmp(a, "--link") == 0 ||
-                     strcmp(a, "--kernel-names") == 0;
+                     strcmp(a, "--kernel-names") == 0 || strcmp(a, "--costs") == 0;
         if (takes && i + 1 >= argc) {
             cli_error("report: %s needs a value", a);
             free(inputs);
@@ -167,9 +173,15 @@ int cmd_report(int argc, char **argv) {
             }
         } else if (strcmp(a, "--kernel-names") == 0) {
             names = argv[++i];
+        } else if (strcmp(a, "--costs") == 0) {
+            /* The baseline replays inherit it (hostoff replay passes SIMCUDA_COSTS on). */
+            if (!cli_costs_use("report", argv[++i])) {
+                free(inputs);
+                return 2;
+            }
         } else if (strcmp(a, "--link") == 0) {
             if (!prof_parse_link(argv[++i], &link)) {
-                cli_error("report: --link %s: expected pcie5, c2c or a rate in GB/s", argv[i]);
+                cli_error("report: --link %s: expected " CLI_LINK_EXPECTED, argv[i]);
                 free(inputs);
                 return 2;
             }

@@ -13,6 +13,7 @@
 #include "cli_opts.h"
 #include "options.h"
 #include "profile.h"
+#include "sim_costs.h"
 #include "verdict.h"
 
 #include <errno.h>
@@ -32,6 +33,14 @@ extern char **environ;
 
 #define DEFAULT_REPORT "hostoff-%p.json"
 
+/* The one option of hostoff run that sets no HOSTOFF_* variable (manpage.c lists it too). */
+const struct cli_opt run_costs_opt = {
+    "costs", "FILE", "unset",
+    "the simulator's cost file (SIMCUDA_COSTS, docs/simcuda.md; the GPU kit writes "
+    "costs-h200.txt) when COMMAND runs on the simulated driver, and for the replay that measures "
+    "its step without offload; checked first",
+    "SIMCUDA_COSTS"};
+
 static void usage(FILE *f) {
     const struct cli_opt *o;
     size_t n = run_opts(&o);
@@ -48,6 +57,7 @@ static void usage(FILE *f) {
             "options (--name VALUE or --name=VALUE):\n",
             DEFAULT_REPORT);
     cli_opts_help(f, o, n);
+    cli_opts_help(f, &run_costs_opt, 1);
 }
 
 /* ------------------------------------------------------------------------- environment */
@@ -325,6 +335,7 @@ int cmd_run(int argc, char **argv) {
     const struct cli_opt *opts;
     size_t nopts = run_opts(&opts);
     const char *given[HO_OPT_COUNT] = {0};
+    const char *costs = NULL;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -339,6 +350,14 @@ int cmd_run(int argc, char **argv) {
         if (strncmp(a, "--", 2) != 0) break; /* COMMAND */
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+        if (len == 5 && strncmp(name, "costs", 5) == 0) {
+            if (eq == NULL && i + 1 >= argc) {
+                cli_error("run: --costs needs a value (FILE)");
+                return 2;
+            }
+            costs = eq != NULL ? eq + 1 : argv[++i];
+            continue;
+        }
         size_t k = 0;
         while (k < nopts && (strlen(opts[k].name) != len || strncmp(opts[k].name, name, len) != 0))
             k++;
@@ -368,6 +387,9 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
     char **cmd = argv + i;
+    /* In this process's environment before COMMAND's is copied from it: COMMAND (on the
+     * simulator) and the replay that measures its step without offload both get it. */
+    if (costs != NULL && !cli_costs_use("run", costs)) return 2;
 
     char lib[PATH_MAX];
     if (!cli_locate("libhostoff.so", "HOSTOFF_LIB", cli_lib_candidates, lib, sizeof lib)) return 1;

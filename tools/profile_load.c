@@ -4,6 +4,7 @@
 #include "profile.h"
 
 #include "cli.h"
+#include "sim_costs.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,20 +16,12 @@ const char *prof_str(const struct profile *p, uint32_t idx) {
 }
 
 bool prof_parse_link(const char *text, struct prof_link *out) {
-    uint64_t gbps = 0;
+    struct cli_link l; /* the presets' one table (sim_costs.c) */
+    if (!cli_link_parse(text, &l)) return false;
     out->given = true;
-    if (strcmp(text, "pcie5") == 0) {
-        out->h2d = out->d2h = 55;
-        out->duplex = 88;
-    } else if (strcmp(text, "c2c") == 0) {
-        out->h2d = out->d2h = 345;
-        out->duplex = 690;
-    } else if (cli_parse_uint(text, false, &gbps) && gbps > 0 && gbps < 1000000) {
-        out->h2d = out->d2h = (double)gbps;
-        out->duplex = 1.6 * (double)gbps;
-    } else {
-        return false;
-    }
+    out->h2d = l.h2d;
+    out->d2h = l.d2h;
+    out->duplex = l.h2d_duplex + l.d2h_duplex;
     return true;
 }
 

@@ -249,7 +249,9 @@ class Docs(unittest.TestCase):
         self.assertTrue(rows)
         h = help_options(hostoff("run", "--help").stdout)
         names = [v[len("HOSTOFF_"):].lower().replace("_", "-") for v, _ in rows]
-        self.assertEqual(sorted(h), sorted(names))
+        # One per row, and --costs, which sets the simulator's SIMCUDA_COSTS (tools/cmd_run.c).
+        self.assertEqual(sorted(h), sorted(names + ["costs"]))
+        self.assertIn("[SIMCUDA_COSTS, default unset]", h["costs"][1])
         for (var, default), name in zip(rows, names):
             self.assertIn(f"[{var}, default {default or 'unset'}]", h[name][1], name)
 

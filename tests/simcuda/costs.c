@@ -6,7 +6,8 @@
  * docs/simcuda.md, "Costs". */
 #include "sim.h"
 
-#include <ctype.h>
+#include "cost_file.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -146,21 +147,8 @@ uint64_t sim_cost_calls(enum sim_cost_row row, enum sim_where where) {
 
 /* ------------------------------------------------------------------ the cost file */
 
-/* A finite, non-negative decimal number: digits, one point, an exponent; nothing else (no sign,
- * no hex, no inf or nan). */
-static bool parse_number(const char *tok, double *out) {
-    if (tok == NULL || !(isdigit((unsigned char)tok[0]) || tok[0] == '.')) return false;
-    for (const char *p = tok; *p != '\0'; p++)
-        if (!isdigit((unsigned char)*p) && *p != '.' && *p != 'e' && *p != 'E' && *p != '+' &&
-            *p != '-')
-            return false;
-    errno = 0;
-    char *end = NULL;
-    double v = strtod(tok, &end);
-    if (errno != 0 || end == tok || *end != '\0' || !isfinite(v) || v < 0) return false;
-    *out = v;
-    return true;
-}
+/* The file is read by the one reader of its format (src/cost_file.c, shared with the hostoff
+ * command); its names are this table's (tests/unit/test_sim_costs.c checks the two agree). */
 
 static int find_row(const char *name) {
     for (int i = 0; i < SIM_COST_ROWS; i++)
@@ -168,100 +156,26 @@ static int find_row(const char *name) {
     return -1;
 }
 
-static void refuse(const char *path, int line, const char *what) {
-    fprintf(stderr, "simcuda: SIMCUDA_COSTS=%s line %d: %s\n", path, line, what);
-}
-
-/* The expected-name part of the message for an unknown row: every name the file may use. */
-static void expected_names(char *buf, size_t cap) {
-    size_t n =
-        (size_t)snprintf(buf, cap, "expected call.<entry>[.device|.host] with <entry> one of");
-    for (int i = 0; i < SIM_COST_ROWS && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, " %s", rows[i].name);
-    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, ", or link.<field> with <field> one of");
-    for (size_t i = 0; i < NLINK && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, " %s", link_fields[i].name);
-}
-
-/* One line (comment already cut): applies it, or prints why not and returns false. */
-static bool apply_line(const char *path, int lineno, char *line) {
-    char *save = NULL;
-    char *name = strtok_r(line, " \t\r\n", &save);
-    if (name == NULL) return true; /* blank */
-    char *v1 = strtok_r(NULL, " \t\r\n", &save);
-    char *v2 = strtok_r(NULL, " \t\r\n", &save);
-    char *extra = strtok_r(NULL, " \t\r\n", &save);
-    char msg[1024];
-    if (strncmp(name, "link.", 5) == 0) {
-        for (size_t i = 0; i < NLINK; i++) {
-            if (strcmp(name + 5, link_fields[i].name) != 0) continue;
-            double v = 0;
-            if (v1 == NULL || v2 != NULL || !parse_number(v1, &v) || v <= 0) {
-                snprintf(msg, sizeof msg, "%s: expected one positive rate in GB/s", name);
-                refuse(path, lineno, msg);
-                return false;
-            }
-            *(double *)(void *)((char *)&link + link_fields[i].offset) = v;
-            return true;
-        }
-    } else if (strncmp(name, "call.", 5) == 0) {
-        char entry[128];
-        snprintf(entry, sizeof entry, "%s", name + 5);
-        int where = -1; /* -1: both */
-        char *dot = strchr(entry, '.');
-        bool where_ok = true;
-        if (dot != NULL) {
-            *dot = '\0';
-            if (strcmp(dot + 1, "device") == 0)
-                where = SIM_AT_DEVICE;
-            else if (strcmp(dot + 1, "host") == 0)
-                where = SIM_AT_HOST;
-            else
-                where_ok = false;
-        }
-        int row = where_ok ? find_row(entry) : -1;
-        if (row >= 0) {
-            double fixed = 0, per_mib = 0;
-            if (v1 == NULL || extra != NULL || !parse_number(v1, &fixed) ||
-                (v2 != NULL && !parse_number(v2, &per_mib))) {
-                snprintf(msg, sizeof msg,
-                         "%s: expected <fixed_ns> [<ns_per_MiB>], finite non-negative numbers",
-                         name);
-                refuse(path, lineno, msg);
-                return false;
-            }
-            for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++)
-                if (where < 0 || where == w) table[row][w] = (struct cost){fixed, per_mib, true};
-            return true;
-        }
+static void apply_row(void *ctx, const struct ho_cost_row *r) {
+    (void)ctx;
+    if (r->link) {
+        for (size_t i = 0; i < NLINK; i++)
+            if (strcmp(r->name, link_fields[i].name) == 0)
+                *(double *)(void *)((char *)&link + link_fields[i].offset) = r->gbps;
+        return;
     }
-    char names[900];
-    expected_names(names, sizeof names);
-    snprintf(msg, sizeof msg, "unknown row \"%s\": %s", name, names);
-    refuse(path, lineno, msg);
-    return false;
+    int row = find_row(r->name);
+    if (row < 0) return;
+    for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++)
+        if (r->where == HO_COST_BOTH || (int)r->where == w)
+            table[row][w] = (struct cost){r->fixed_ns, r->per_mib_ns, true};
 }
 
 static bool load_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "simcuda: SIMCUDA_COSTS=%s: cannot read the file (%s)\n", path,
-                strerror(errno));
-        return false;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    int lineno = 0;
-    bool ok = true;
-    while (ok && getline(&line, &cap, f) >= 0) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash != NULL) *hash = '\0';
-        ok = apply_line(path, lineno, line);
-    }
-    free(line);
-    fclose(f);
-    return ok;
+    char err[1400];
+    if (ho_cost_file_read(path, apply_row, NULL, err, sizeof err)) return true;
+    fprintf(stderr, "simcuda: SIMCUDA_COSTS=%s\n", err);
+    return false;
 }
 
 /* SIMCUDA_DUPLEX_GBPS (both directions together, the older variable) splits into the two
@@ -281,6 +195,22 @@ static void split_duplex(double total) {
     link.d2h_duplex = d;
 }
 
+/* A rate variable, when set: a positive finite number of GB/s (one line naming it otherwise). */
+static bool env_rate(const char *name, double *out) {
+    const char *v = getenv(name);
+    if (v == NULL) return true;
+    char *end = NULL;
+    errno = 0;
+    double r = strtod(v, &end);
+    bool digits = v[0] >= '0' && v[0] <= '9' && strpbrk(v, "xX") == NULL;
+    if (!digits || errno != 0 || end == v || *end != '\0' || !isfinite(r) || r <= 0) {
+        fprintf(stderr, "simcuda: %s=\"%s\": expected a rate in GB/s above 0\n", name, v);
+        return false;
+    }
+    *out = r;
+    return true;
+}
+
 bool sim_costs_load(struct sim_config *cfg) {
     for (int i = 0; i < SIM_COST_ROWS; i++) {
         table[i][SIM_AT_DEVICE] = rows[i].device;
@@ -289,6 +219,19 @@ bool sim_costs_load(struct sim_config *cfg) {
     link = builtin_link;
     for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++)
         table[SIM_COST_DEFAULT][w].fixed_ns = (double)cfg->launch_ns;
+    /* The reader's names are this table's, in its order: a row added to one and not the other
+     * would make every cuInit fail here, not a cost file silently ignored. */
+    bool agree = ho_cost_nentries == SIM_COST_ROWS;
+    for (int i = 0; agree && i < SIM_COST_ROWS; i++)
+        agree = strcmp(rows[i].name, ho_cost_entries[i]) == 0;
+    for (size_t i = 0; agree && i < NLINK; i++)
+        agree =
+            i < ho_cost_nlink_fields && strcmp(link_fields[i].name, ho_cost_link_fields[i]) == 0;
+    if (!agree || ho_cost_nlink_fields != NLINK) {
+        fprintf(stderr, "simcuda: the cost table (costs.c) and the cost file reader "
+                        "(src/cost_file.c) name different rows\n");
+        return false;
+    }
     const char *path = getenv("SIMCUDA_COSTS");
     if (path != NULL && *path != '\0' && !load_file(path)) return false;
     /* Explicitly set variables win over the file: a test or benchmark that names one means it. */
@@ -300,6 +243,10 @@ bool sim_costs_load(struct sim_config *cfg) {
     if (getenv("SIMCUDA_D2H_GBPS") != NULL) link.d2h = cfg->d2h_gbps;
     if (getenv("SIMCUDA_HBM_GBPS") != NULL) link.hbm = cfg->hbm_gbps;
     if (getenv("SIMCUDA_DUPLEX_GBPS") != NULL) split_duplex(cfg->duplex_gbps);
+    /* Each direction's rate while both run, when known (NVLink-C2C's are not PCIe's 35:53). */
+    if (!env_rate("SIMCUDA_H2D_DUPLEX_GBPS", &link.h2d_duplex) ||
+        !env_rate("SIMCUDA_D2H_DUPLEX_GBPS", &link.d2h_duplex))
+        return false;
     /* The rest of the simulator reads these. */
     cfg->launch_ns = (uint64_t)llround(table[SIM_COST_DEFAULT][SIM_AT_DEVICE].fixed_ns);
     cfg->h2d_gbps = link.h2d;

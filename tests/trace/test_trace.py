@@ -414,6 +414,87 @@ class Budget(unittest.TestCase):
             self.assertEqual(out["hazards"], 0)
 
 
+class CostFile(unittest.TestCase):
+    """A cost file reaches the replay (--costs FILE, or SIMCUDA_COSTS, the one SIMCUDA_* variable a
+    replay takes from its environment): its rows change the figures, the output names it, and a
+    missing or malformed file is one line naming it before anything runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.trace = os.path.join(d, "g.jsonl")
+        assert hostoff("gen-trace", *SMALL_GPT, "-o", cls.trace).returncode == 0
+        # A link a tenth of PCIe Gen5's, both ways: every move takes ten times longer.
+        cls.slow = os.path.join(d, "slow-link.txt")
+        with open(cls.slow, "w") as f:
+            f.write("# a much slower link than the built-in PCIe Gen5\n"
+                    "link.h2d 5.5\nlink.d2h 5.5\nlink.h2d_duplex 3.5\nlink.d2h_duplex 5.3\n")
+        cls.bad = os.path.join(d, "bad.txt")
+        with open(cls.bad, "w") as f:
+            f.write("link.h2d 55\ncall.cuMemMap.gpu 1\n")
+        cls.args = ["--budget", "50%", "--policy", "lru"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_slower_link_slower_step_and_named(self):
+        _, plain = replay_json(self.trace, *self.args)
+        _, slow = replay_json(self.trace, *self.args, "--costs", self.slow)
+        self.assertIsNone(plain["costs"])
+        self.assertEqual(plain["link"], "pcie5")
+        self.assertEqual(slow["costs"], os.path.realpath(self.slow))
+        self.assertEqual(slow["link"], "costs")
+        self.assertEqual((slow["h2d_gbps"], slow["d2h_gbps"]), (5.5, 5.5))
+        self.assertEqual((slow["h2d_duplex_gbps"], slow["d2h_duplex_gbps"]), (3.5, 5.3))
+        self.assertGreater(plain["evictions"], 0)
+        # The same moves over a link ten times slower: a step well over the plain one.
+        self.assertGreater(slow["steady_step_ns"], 2 * plain["steady_step_ns"])
+        self.assertEqual(slow["illegal_accesses"], 0)
+        self.assertEqual(slow["hazards"], 0)
+        # The summary names the file too.
+        r = hostoff("replay", self.trace, *self.args, "--costs", self.slow)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("costs     " + os.path.realpath(self.slow), r.stdout)
+
+    def test_environment_passes_through(self):
+        _, flag = replay_json(self.trace, *self.args, "--costs", self.slow)
+        r = hostoff("replay", self.trace, "--json", *self.args,
+                    env_extra={"SIMCUDA_COSTS": self.slow})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        env = json.loads(r.stdout)
+        self.assertEqual(env["costs"], os.path.realpath(self.slow))
+        self.assertEqual(env["steady_step_ns"], flag["steady_step_ns"])
+
+    def test_link_given_wins_over_the_file(self):
+        _, plain = replay_json(self.trace, *self.args)
+        _, both = replay_json(self.trace, *self.args, "--costs", self.slow, "--link", "pcie5")
+        self.assertEqual(both["link"], "pcie5")
+        self.assertEqual(both["costs"], os.path.realpath(self.slow))
+        self.assertEqual(both["steady_step_ns"], plain["steady_step_ns"])
+
+    def test_missing_and_malformed_refused(self):
+        missing = os.path.join(self.tmp.name, "no-such-costs.txt")
+        for cmd in (["replay", self.trace], ["demo", "-o", os.path.join(self.tmp.name, "demo")],
+                    ["advise", self.trace]):
+            r = hostoff(*cmd, "--costs", missing)
+            self.assertEqual(r.returncode, 2, (cmd, r.stderr))
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(missing, r.stderr)
+            self.assertEqual(r.stdout, "")
+        r = hostoff("replay", self.trace, "--costs", self.bad)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn(self.bad + " line 2: unknown row", r.stderr)
+        r = hostoff("replay", self.trace, env_extra={"SIMCUDA_COSTS": self.bad})
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(self.bad + " line 2", r.stderr)
+        r = hostoff("run", "--costs", missing, "--", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(missing, r.stderr)
+
+
 # Long context: each activation byte comes with enough attention compute for its trip over PCIe.
 LONG_GPT = ["gpt", "--layers", "4", "--hidden", "1024", "--heads", "8", "--seq", "65536",
             "--micro-batch", "1", "--vocab", "8192", "--steps", "6"]

@@ -288,6 +288,57 @@ static void test_c2c_file(void **state) {
     run_child("c2c", c_c2c, envs);
 }
 
+/* Each direction's rate while both run: a copy each way released at the same instant; the one
+ * issued second is timed at its direction's duplex rate for the overlap (copy.c), sized to take
+ * 1 ms at SIMCUDA_H2D_DUPLEX_GBPS / SIMCUDA_D2H_DUPLEX_GBPS (20 and 40 here: not the 35:53 split
+ * of SIMCUDA_DUPLEX_GBPS, which they win over, nor 55 alone). */
+static uint64_t second_of_pair(bool up_second) {
+    const uint64_t up = 20000000, down = 40000000; /* 1 ms at 20 and at 40 GB/s */
+    CUdeviceptr d;
+    void *pinned;
+    CHK_OK(cuMemAlloc(&d, up + down));
+    CHK_OK(cuMemHostAlloc(&pinned, up + down, 0));
+    CUstream gate, s1, s2;
+    CUevent g, e;
+    CHK_OK(cuStreamCreate(&gate, CU_STREAM_NON_BLOCKING));
+    CHK_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    CHK_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CHK_OK(cuEventCreate(&g, 0));
+    CHK_OK(cuEventCreate(&e, 0));
+    wait_for(100000, gate);
+    CHK_OK(cuEventRecord(g, gate));
+    CHK_OK(cuStreamWaitEvent(s1, g, 0));
+    CHK_OK(cuStreamWaitEvent(s2, g, 0));
+    if (up_second) {
+        CHK_OK(cuMemcpyDtoHAsync((char *)pinned + up, d + up, down, s1));
+        CHK_OK(cuMemcpyHtoDAsync(d, pinned, up, s2));
+    } else {
+        CHK_OK(cuMemcpyHtoDAsync(d, pinned, up, s1));
+        CHK_OK(cuMemcpyDtoHAsync((char *)pinned + up, d + up, down, s2));
+    }
+    CHK_OK(cuEventRecord(e, s2));
+    CHK_OK(cuCtxSynchronize());
+    float ms = 0;
+    CHK_OK(cuEventElapsedTime(&ms, g, e));
+    CHK_OK(cuMemFree(d));
+    CHK_OK(cuMemFreeHost(pinned));
+    return (uint64_t)((double)ms * 1e6 + 0.5);
+}
+
+static int c_duplex_env(void) {
+    ctx_up();
+    CHK_NEAR(second_of_pair(false), 1000000, 2000); /* device-to-host at 40 */
+    CHK_NEAR(second_of_pair(true), 1000000, 2000);  /* host-to-device at 20 */
+    return 0;
+}
+
+static void test_duplex_variables(void **state) {
+    (void)state;
+    const char *envs[] = {"SIMCUDA_DUPLEX_GBPS=88", "SIMCUDA_H2D_DUPLEX_GBPS=20",
+                          "SIMCUDA_D2H_DUPLEX_GBPS=40", "SIMCUDA_DATA=sparse", NULL};
+    run_child("duplex_env", c_duplex_env, envs);
+}
+
 /* ------------------------------------------------------------------ zero-copy kernels */
 
 static uint64_t zc_ns(uint64_t bytes, double gbps) {
@@ -471,7 +522,7 @@ int main(void) {
         cmocka_unit_test(test_defaults),        cmocka_unit_test(test_cost_file),
         cmocka_unit_test(test_malformed_files), cmocka_unit_test(test_c2c_file),
         cmocka_unit_test(test_zerocopy),        cmocka_unit_test(test_granularity),
-        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_determinism),     cmocka_unit_test(test_duplex_variables),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     remove_reports();
