@@ -4,6 +4,7 @@
 #include "engine_internal.h"
 
 #include "log.h"
+#include "move_cost.h"
 #include "lookahead.h"
 #include "oracle.h"
 #include "real.h"
@@ -60,6 +61,17 @@ static struct ho_policy choose_policy(const struct ho_options *o) {
 void ho_engine_init(const struct ho_options *o) {
     eng.backend = o->backend;
     eng.min_bytes = o->min_bytes;
+    /* Which HOSTOFF_MIN_BYTES is in force and why (the report says it too). */
+    if (o->min_bytes_auto)
+        ho_log(HO_LOG_INFO,
+               "HOSTOFF_MIN_BYTES=auto: %llu bytes, the smallest buffer whose bytes take the link "
+               "(%.0f GB/s, published) as long as its round trip's fixed remap time (%u us, "
+               "published driver costs)",
+               (unsigned long long)o->min_bytes, HO_PUBLISHED_LINK_BYTES_PER_NS,
+               (HO_PUBLISHED_EVICT_REMAP_NS + HO_PUBLISHED_RESTORE_REMAP_NS) / 1000u);
+    else
+        ho_log(HO_LOG_INFO, "HOSTOFF_MIN_BYTES: %llu bytes, as set",
+               (unsigned long long)o->min_bytes);
     eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
     eng.policy = choose_policy(o);
     eng.active = true;

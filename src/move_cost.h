@@ -20,6 +20,19 @@
 /* PCIe Gen5 x16, one direction (nvbandwidth reports): 55 GB/s, i.e. bytes per ns. */
 #define HO_PUBLISHED_LINK_BYTES_PER_NS 55.0
 
+/* HOSTOFF_MIN_BYTES=auto (the default): the smallest buffer worth moving, fixed when the
+ * library starts, before it has timed a remap or a copy. A buffer whose round trip costs more in
+ * fixed driver time than its bytes take on the link is not worth moving: in that time the link
+ * could have moved as many bytes of a larger buffer. So: the published fixed parts of a round
+ * trip's remap calls (233 us, above) times the published link rate (PCIe Gen5, 55 GB/s):
+ * 12,815,000 bytes (12.2 MiB). The engine knows no faster link at start (on a GH200's NVLink-C2C,
+ * 345 GB/s, the same rule gives 80 MB: set HOSTOFF_MIN_BYTES there). Inline: the hostoff command
+ * (replay) computes the same value. */
+static inline uint64_t ho_min_bytes_auto(void) {
+    return (uint64_t)((double)(HO_PUBLISHED_EVICT_REMAP_NS + HO_PUBLISHED_RESTORE_REMAP_NS) *
+                      HO_PUBLISHED_LINK_BYTES_PER_NS);
+}
+
 /* A remap of `span` bytes took `ns` on the driver's clock (evict: to host; else to device); the
  * report's time_ns.move_fixed and bytes.move_worth follow (link_bytes_per_ns: as below). */
 void ho_move_cost_note(bool evict, uint64_t span, uint64_t ns, double link_bytes_per_ns);

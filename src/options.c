@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include "log.h"
+#include "move_cost.h"
 #include "units.h"
 
 #include <errno.h>
@@ -107,6 +108,10 @@ bool ho_option_check(const struct ho_option_info *o, const char *text, const cha
         ok = ho_units_size(text, &size, &w);
         *expected = "a size such as 4M, 1.5G or 4096";
         break;
+    case HO_KIND_SIZE_AUTO:
+        ok = strcmp(text, "auto") == 0 || ho_units_size(text, &size, &w);
+        *expected = "auto, or a size such as 16M, 1.5G or 4096";
+        break;
     case HO_KIND_AMOUNT:
         ok = ho_parse_amount_why(text, &amount, &w);
         *expected = "a size such as 60G or 1.5GiB, a percentage such as 75%, or none";
@@ -149,7 +154,12 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     const char *mode = value_of(getenv_fn, HO_OPT_MODE, &invalid);
     out->mode = (enum ho_mode)enum_index(ho_option_table[HO_OPT_MODE].values, mode);
     ho_parse_amount(value_of(getenv_fn, HO_OPT_BUDGET, &invalid), &out->budget);
-    ho_parse_size(value_of(getenv_fn, HO_OPT_MIN_BYTES, &invalid), &out->min_bytes);
+    const char *min = value_of(getenv_fn, HO_OPT_MIN_BYTES, &invalid);
+    out->min_bytes_auto = strcmp(min, "auto") == 0;
+    if (out->min_bytes_auto)
+        out->min_bytes = ho_min_bytes_auto();
+    else
+        ho_parse_size(min, &out->min_bytes);
     ho_parse_amount(value_of(getenv_fn, HO_OPT_HOST_LIMIT, &invalid), &out->host_limit);
     const char *policy = value_of(getenv_fn, HO_OPT_POLICY, &invalid);
     out->policy = (enum ho_policy_choice)enum_index(ho_option_table[HO_OPT_POLICY].values, policy);

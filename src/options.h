@@ -13,11 +13,12 @@ enum ho_mode { HO_MODE_OFF, HO_MODE_TRACK, HO_MODE_OFFLOAD };
 enum ho_log_level { HO_LOG_ERROR, HO_LOG_WARN, HO_LOG_INFO, HO_LOG_DEBUG };
 
 enum ho_option_kind {
-    HO_KIND_ENUM,   /* one of `values` */
-    HO_KIND_STRING, /* any text; empty means unset */
-    HO_KIND_SIZE,   /* a size (units.h: K, M, G, T are powers of 1024, decimals allowed) */
-    HO_KIND_AMOUNT, /* a size above 0, a percentage (of the device's memory), or "none" */
-    HO_KIND_LIMIT,  /* a size above 0, or "none" (no base a percentage could be taken of) */
+    HO_KIND_ENUM,      /* one of `values` */
+    HO_KIND_STRING,    /* any text; empty means unset */
+    HO_KIND_SIZE,      /* a size (units.h: K, M, G, T are powers of 1024, decimals allowed) */
+    HO_KIND_SIZE_AUTO, /* a size, or "auto": the engine derives it (HOSTOFF_MIN_BYTES) */
+    HO_KIND_AMOUNT,    /* a size above 0, a percentage (of the device's memory), or "none" */
+    HO_KIND_LIMIT,     /* a size above 0, or "none" (no base a percentage could be taken of) */
 };
 
 enum ho_backend { HO_BACKEND_AUTO, HO_BACKEND_VMM, HO_BACKEND_UVM };
@@ -72,7 +73,8 @@ bool ho_option_check(const struct ho_option_info *o, const char *text, const cha
 struct ho_options {
     enum ho_mode mode;
     struct ho_amount budget;
-    uint64_t min_bytes;
+    uint64_t min_bytes;  /* in force: the size given, or auto's (ho_min_bytes_auto) */
+    bool min_bytes_auto; /* HOSTOFF_MIN_BYTES=auto (the default) */
     struct ho_amount host_limit;
     enum ho_backend backend;
     enum ho_policy_choice policy;

@@ -172,6 +172,10 @@ int ho_report_write(const char *pattern, const char *mode, const struct ho_repor
             "{\n  \"hostoff_report\": 1,\n  \"mode\": \"%s\",\n  \"backend\": \"%s\",\n"
             "  \"pid\": %ld,\n  \"rank\": %ld,",
             mode, ho_engine_backend_name(), (long)getpid(), ho_rank());
+    /* The smallest buffer the engine takes, and where that figure came from. */
+    fprintf(f, "\n  \"min_bytes\": %llu,\n  \"min_bytes_from\": \"%s\",",
+            (unsigned long long)ho_options()->min_bytes,
+            ho_options()->min_bytes_auto ? "auto" : "HOSTOFF_MIN_BYTES");
     if (ho_options()->run_id != NULL) {
         fprintf(f, "\n  \"run_id\": \"");
         ho_json_write_text(f, ho_options()->run_id);

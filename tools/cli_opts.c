@@ -28,6 +28,9 @@ size_t run_opts(const struct cli_opt **out) {
             case HO_KIND_SIZE:
                 arg = "BYTES";
                 break;
+            case HO_KIND_SIZE_AUTO:
+                arg = "BYTES|auto";
+                break;
             case HO_KIND_AMOUNT:
                 arg = "BYTES|PCT%|none";
                 break;

@@ -39,6 +39,8 @@ const struct cli_opt advise_opts[] = {
      "costs-h200.txt) for every replay; checked first",
      NULL},
     {"policy", "lookahead|lru|oracle", "lookahead", "HOSTOFF_POLICY of the replays", NULL},
+    {"min-bytes", "SIZE|auto", "auto",
+     "HOSTOFF_MIN_BYTES of the replays: smaller allocations pass through and never move", NULL},
     {"budgets", "PCT,...", "95,90,80,70,60,50,40,30,20",
      "the budgets to replay at, each a percentage of the trace's peak (the most bytes its "
      "buffers hold at once)",
@@ -61,6 +63,8 @@ static void usage(FILE *f) {
     cli_opts_help(f, advise_opts, nadvise_opts);
 }
 
+static const char *min_bytes = "auto"; /* --min-bytes, for every replay */
+
 /* One replay of the trace: its steady step and device peak, from hostoff replay --json. */
 static bool replay(const char *self, const char *trace, const char *budget, const char *policy,
                    const char *link, uint64_t *step, uint64_t *peak, uint64_t *budget_bytes,
@@ -73,6 +77,8 @@ static bool replay(const char *self, const char *trace, const char *budget, cons
                     (char *)budget,
                     "--policy",
                     (char *)policy,
+                    "--min-bytes",
+                    (char *)min_bytes,
                     "--json",
                     link != NULL ? "--link" : NULL,
                     (char *)link,
@@ -147,12 +153,13 @@ int cmd_advise(int argc, char **argv) {
         /* --opt VALUE or --opt=VALUE */
         const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
         size_t len = eq != NULL ? (size_t)(eq - a) : strlen(a);
-        const char **slot = len == 6 && strncmp(a, "--link", len) == 0      ? &link
-                            : len == 8 && strncmp(a, "--policy", len) == 0  ? &policy
-                            : len == 9 && strncmp(a, "--budgets", len) == 0 ? &budgets
-                            : len == 2 && strncmp(a, "-o", len) == 0        ? &dir
-                            : len == 7 && strncmp(a, "--costs", len) == 0   ? &costs
-                                                                            : NULL;
+        const char **slot = len == 6 && strncmp(a, "--link", len) == 0         ? &link
+                            : len == 8 && strncmp(a, "--policy", len) == 0     ? &policy
+                            : len == 9 && strncmp(a, "--budgets", len) == 0    ? &budgets
+                            : len == 2 && strncmp(a, "-o", len) == 0           ? &dir
+                            : len == 7 && strncmp(a, "--costs", len) == 0      ? &costs
+                            : len == 11 && strncmp(a, "--min-bytes", len) == 0 ? &min_bytes
+                                                                               : NULL;
         if (slot != NULL) {
             if (eq != NULL) {
                 *slot = eq + 1;
@@ -190,6 +197,11 @@ int cmd_advise(int argc, char **argv) {
     struct prof_link pl;
     if (link != NULL && !prof_parse_link(link, &pl)) {
         cli_error("advise: --link %s: expected " CLI_LINK_EXPECTED, link);
+        return 2;
+    }
+    uint64_t mb = 0;
+    if (strcmp(min_bytes, "auto") != 0 && (!cli_parse_uint(min_bytes, true, &mb) || mb == 0)) {
+        cli_error("advise: --min-bytes %s: expected auto or a size such as 16M", min_bytes);
         return 2;
     }
     /* The replays inherit it (hostoff replay passes SIMCUDA_COSTS to its simulator). */

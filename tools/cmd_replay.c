@@ -22,7 +22,7 @@
  *                   that reaches the replay. The output names the file in force.
  * The simulated device is large enough for the whole trace (twice its peak, at least the traced
  * device's memory), so only the budget constrains.
- *   --min-bytes SIZE  HOSTOFF_MIN_BYTES of the replay (default: the library's own default, so
+ *   --min-bytes SIZE  HOSTOFF_MIN_BYTES of the replay (default auto: the library's own default, so
  * the replay moves what a user's job would). Smaller allocations pass through to the driver and
  * stay on the device, outside the engine's budget: the engine is given the budget less the most
  * bytes they hold at once (from the trace), so the device as a whole stays within the budget asked
@@ -35,6 +35,7 @@
 #include "units.h"
 #include "json.h"
 #include "json_text.h"
+#include "move_cost.h"
 #include "oracle_input.h"
 #include "sim_costs.h"
 #include "trace_read.h"
@@ -52,20 +53,20 @@
 
 extern char **environ;
 
-/* The library's default HOSTOFF_MIN_BYTES, from its one table of options. */
+/* The library's default HOSTOFF_MIN_BYTES, from its one table of options: auto, the value the
+ * library derives at start (src/move_cost.h), or a size. */
 static uint64_t library_min_bytes(void) {
+    const char *def = ho_option_table[HO_OPT_MIN_BYTES].def;
     uint64_t v = 0;
-#define HO_OPTION(id, var, kind, def, accepted, meaning)                                           \
-    if (strcmp(#id, "MIN_BYTES") == 0 && cli_parse_uint(def, true, &v)) return v;
-#include "options.def"
-#undef HO_OPTION
-    return 1;
+    if (strcmp(def, "auto") == 0) return ho_min_bytes_auto();
+    return cli_parse_uint(def, true, &v) ? v : 1;
 }
 
 struct options {
     const char *trace;
     const char *budget_text;
     uint64_t min_bytes;     /* HOSTOFF_MIN_BYTES of the replay */
+    bool min_bytes_given;   /* --min-bytes; else the library's default (auto) */
     uint64_t engine_budget; /* HOSTOFF_BUDGET: the budget less what passes through */
     const char *policy;
     const char *link;       /* as given, else the link's name ("pcie5", "costs") */
@@ -101,8 +102,9 @@ static void usage(FILE *f) {
            "  --budget   device bytes for the offloaded buffers: a percentage of the trace's peak\n"
            "             (the most bytes its buffers hold at once; default 50%%), a size (60G,\n"
            "             1.5GiB: powers of 1024, docs/units.md), or none: no offload\n"
-           "  --min-bytes  smaller allocations pass through and never move (default: the "
-           "library's, HOSTOFF_MIN_BYTES)\n"
+           "  --min-bytes  smaller allocations pass through and never move (default auto: the "
+           "library's\n"
+           "             HOSTOFF_MIN_BYTES default, derived from the published move costs)\n"
            "  --policy   HOSTOFF_POLICY for the replay (default lookahead, the library's "
            "default);\n"
            "             oracle: every move planned from the whole trace first (the bound)\n"
@@ -154,8 +156,11 @@ static int parse(int argc, char **argv, struct options *o) {
             o->record = argv[++i];
         else if (strcmp(a, "--min-bytes") == 0) {
             const char *v = argv[++i];
-            if (!cli_parse_uint(v, true, &o->min_bytes) || o->min_bytes == 0) {
-                cli_error("replay: --min-bytes %s: expected a size such as 4M", v);
+            o->min_bytes_given = strcmp(v, "auto") != 0;
+            if (!o->min_bytes_given)
+                o->min_bytes = library_min_bytes();
+            else if (!cli_parse_uint(v, true, &o->min_bytes) || o->min_bytes == 0) {
+                cli_error("replay: --min-bytes %s: expected auto or a size such as 16M", v);
                 return 2;
             }
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -374,7 +379,8 @@ static void print_json(const struct options *o, const struct trace *t, const str
     else
         printf("\"budget_bytes\":%llu,\"engine_budget_bytes\":%llu,", (unsigned long long)o->budget,
                (unsigned long long)o->engine_budget);
-    printf("\"min_bytes\":%llu,", (unsigned long long)o->min_bytes);
+    printf("\"min_bytes\":%llu,\"min_bytes_from\":\"%s\",", (unsigned long long)o->min_bytes,
+           o->min_bytes_given ? "--min-bytes" : "auto");
     printf("\"costs\":");
     if (o->costs.path[0] != '\0') {
         putchar('"');
@@ -437,6 +443,13 @@ static void print_summary(const struct options *o, const struct trace *t, const 
             printf("replay    budget %s = %s", o->budget_text, b);
         printf(", policy %s, link %s (%g GB/s to the device, %g from it; %g + %g at once)\n",
                o->policy, o->link, o->h2d, o->d2h, o->h2d_duplex, o->d2h_duplex);
+    }
+    if (!o->budget_none) {
+        cli_format_bytes(o->min_bytes, b, sizeof b);
+        printf("min bytes %s: %s\n", b,
+               o->min_bytes_given ? "--min-bytes"
+                                  : "auto, the smallest buffer worth a move's published fixed "
+                                    "driver time on PCIe Gen5 (HOSTOFF_MIN_BYTES' default)");
     }
     if (o->costs.path[0] != '\0')
         printf("costs     %s (the simulator's cost file: its rows replace the built-in ones)\n",
@@ -541,7 +554,36 @@ int cmd_replay(int argc, char **argv) {
     }
     if (!o.budget_none) {
         uint64_t through = oracle_unmanaged_peak(&t, o.min_bytes);
-        o.engine_budget = o.budget > through ? o.budget - through : 1;
+        if (through >= o.budget) {
+            /* The engine would get nothing: its first allocation could not be placed. */
+            char a[32], b[32], c[32];
+            cli_format_bytes(o.budget, a, sizeof a);
+            cli_format_bytes(through, b, sizeof b);
+            cli_format_bytes(o.min_bytes, c, sizeof c);
+            cli_error("replay: --budget %s (%s) leaves the engine nothing: the allocations below "
+                      "HOSTOFF_MIN_BYTES (%s, %s) pass through and hold up to %s at once; give a "
+                      "larger budget or a smaller --min-bytes; nothing replayed",
+                      o.budget_text, a, c, o.min_bytes_given ? "--min-bytes" : "auto", b);
+            trace_free(&t);
+            return 2;
+        }
+        o.engine_budget = o.budget - through;
+        uint64_t largest = oracle_largest_taken(&t, o.min_bytes);
+        if (largest > o.engine_budget) {
+            /* The library would refuse that allocation (larger than its whole budget). */
+            char a[32], b[32], c[32], d[32];
+            cli_format_bytes(o.budget, a, sizeof a);
+            cli_format_bytes(through, b, sizeof b);
+            cli_format_bytes(o.min_bytes, c, sizeof c);
+            cli_format_bytes(largest, d, sizeof d);
+            cli_error("replay: --budget %s (%s) is too small: the allocations below "
+                      "HOSTOFF_MIN_BYTES (%s, %s) hold up to %s at once, and what is left is less "
+                      "than the largest allocation the engine takes (%s); give a larger budget or "
+                      "a smaller --min-bytes; nothing replayed",
+                      o.budget_text, a, c, o.min_bytes_given ? "--min-bytes" : "auto", b, d);
+            trace_free(&t);
+            return 2;
+        }
     }
 
     char trace_abs[PATH_MAX];
@@ -585,7 +627,11 @@ int cmd_replay(int argc, char **argv) {
     } else {
         setv(extra, &n, "HOSTOFF_MODE=offload");
         setv(extra, &n, "HOSTOFF_BUDGET=%llu", (unsigned long long)o.engine_budget);
-        setv(extra, &n, "HOSTOFF_MIN_BYTES=%llu", (unsigned long long)o.min_bytes);
+        /* auto: the library derives the same value (src/move_cost.h), and its report says so. */
+        if (o.min_bytes_given)
+            setv(extra, &n, "HOSTOFF_MIN_BYTES=%llu", (unsigned long long)o.min_bytes);
+        else
+            setv(extra, &n, "HOSTOFF_MIN_BYTES=auto");
         setv(extra, &n, "HOSTOFF_POLICY=%s", o.policy);
         if (strcmp(o.policy, "oracle") == 0) {
             char plan[PATH_MAX];

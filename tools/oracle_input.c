@@ -42,6 +42,18 @@ uint64_t oracle_unmanaged_peak(const struct trace *t, uint64_t min_bytes) {
     return peak;
 }
 
+uint64_t oracle_largest_taken(const struct trace *t, uint64_t min_bytes) {
+    uint64_t most = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct tev *e = &t->ev[i];
+        if (e->kind == TEV_ALLOC && engine_takes(e, min_bytes)) {
+            uint64_t mapped = (e->bytes + GRANULE - 1) / GRANULE * GRANULE;
+            if (mapped > most) most = mapped;
+        }
+    }
+    return most;
+}
+
 int oracle_write_plan(const struct trace *t, uint64_t budget, uint64_t min_bytes, double h2d_gbps,
                       const char *path, char *err, size_t errcap) {
     struct u64map live = {0};

@@ -19,4 +19,8 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, uint64_t min_bytes
  * engine does not move either) hold at once: device memory the engine's budget cannot count on. */
 uint64_t oracle_unmanaged_peak(const struct trace *t, uint64_t min_bytes);
 
+/* The largest allocation the engine manages in the replay, as it maps it (whole 2 MiB granules);
+ * 0 when none. */
+uint64_t oracle_largest_taken(const struct trace *t, uint64_t min_bytes);
+
 #endif

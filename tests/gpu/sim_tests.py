@@ -144,6 +144,9 @@ class IntegritySim(unittest.TestCase):
     """The integrity test's simulator half: the text image, under LD_PRELOAD=libhostoff.so."""
 
     ARGS = ["--total-mib=96", "--buffer-mib=8", "--small=4", "--threads=4", "--streams=2"]
+    # Its buffers are 4 and 8 MiB: below HOSTOFF_MIN_BYTES' default (auto, 12.8 MB) they would all
+    # pass through, so the runs under a budget say 4M (the 1 MiB small ones still pass through).
+    MIN = {"HOSTOFF_MIN_BYTES": "4M"}
 
     def ops(self, n):
         return f"--ops={max(20, n // SCALE)}"
@@ -163,7 +166,7 @@ class IntegritySim(unittest.TestCase):
         """96 MiB of buffers (and 4 pass-through ones of 1 MiB) against a 32 MiB budget: buffers
         keep moving while other threads' streams use their neighbours; every byte must hold."""
         r = run([prog("integrity"), *self.ARGS, self.ops(300), "--seed=1"], preload=True,
-                env={"HOSTOFF_BUDGET": "32M"}, reports=True)
+                env={"HOSTOFF_BUDGET": "32M", **self.MIN}, reports=True)
         self.assertEqual(r.rc, 0, r.why())
         self.assertIn("integrity: ok", r.out)
         self.check_sim(r)
@@ -179,7 +182,7 @@ class IntegritySim(unittest.TestCase):
         r = run([prog("integrity"), "--total-mib=64", "--buffer-mib=4", "--small=2",
                  "--threads=8", "--streams=4", self.ops(400), "--copy-pct=25",
                  "--upload-pct=5", "--churn-pct=10", "--seed=7"], preload=True,
-                env={"HOSTOFF_BUDGET": "16M"}, reports=True)
+                env={"HOSTOFF_BUDGET": "16M", **self.MIN}, reports=True)
         self.assertEqual(r.rc, 0, r.why())
         self.check_sim(r)
         self.assertGreater(r.report["counts"]["evictions"], 0)
@@ -188,7 +191,7 @@ class IntegritySim(unittest.TestCase):
 
     def test_corrupted_word_is_caught(self):
         r = run([prog("integrity"), *self.ARGS, "--ops=20", "--corrupt"], preload=True,
-                env={"HOSTOFF_BUDGET": "32M"})
+                env={"HOSTOFF_BUDGET": "32M", **self.MIN})
         self.assertEqual(r.rc, 1, r.why())
         self.assertIn("integrity: FAILED", r.out)
         self.assertIn("1 words wrong", r.err)

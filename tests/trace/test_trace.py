@@ -355,6 +355,10 @@ class GenTrace(unittest.TestCase):
 
 SMALL_GPT = ["gpt", "--layers", "4", "--hidden", "512", "--heads", "8", "--seq", "1024",
              "--micro-batch", "4", "--vocab", "8192", "--steps", "3"]
+# Its buffers are a few MiB: under HOSTOFF_MIN_BYTES' default (auto, 12.8 MB) nearly all would
+# pass through and no budget below its peak could be kept, so its replays under a budget say 4M.
+SMALL_MIN = ["--min-bytes", "4M"]
+AUTO_MIN_BYTES = 12815000  # src/move_cost.h: 233 us of published remap time x 55 GB/s
 
 
 class Deterministic(unittest.TestCase):
@@ -362,9 +366,9 @@ class Deterministic(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "g.jsonl")
             self.assertEqual(hostoff("gen-trace", *SMALL_GPT, "-o", path).returncode, 0)
-            for args in (["--budget", "50%", "--policy", "lru"],
-                         ["--budget", "70%", "--policy", "lookahead", "--link", "c2c"],
-                         ["--budget", "60%", "--policy", "oracle"],
+            for args in (["--budget", "50%", "--policy", "lru", *SMALL_MIN],
+                         ["--budget", "70%", "--policy", "lookahead", "--link", "c2c", *SMALL_MIN],
+                         ["--budget", "60%", "--policy", "oracle", *SMALL_MIN],
                          ["--budget", "none"]):
                 with self.subTest(args=args):
                     first, _ = replay_json(path, *args)
@@ -391,7 +395,9 @@ class Budget(unittest.TestCase):
             path = os.path.join(d, "g.jsonl")
             self.assertEqual(hostoff("gen-trace", *SMALL_GPT, "-o", path).returncode, 0)
             _, none = replay_json(path, "--budget", "none")
-            _, half = replay_json(path, "--budget", "50%", "--policy", "lru")
+            _, half = replay_json(path, "--budget", "50%", "--policy", "lru", *SMALL_MIN)
+            # Under auto the same budget leaves the engine nothing: refused, saying why.
+            r = hostoff("replay", path, "--budget", "50%")
         peak = none["trace_peak_bytes"]
         self.assertEqual(none["evictions"], 0)
         self.assertEqual(none["bytes_to_host"], 0)
@@ -406,6 +412,13 @@ class Budget(unittest.TestCase):
         # counts them (whole 2 MiB granules). One granule of slack covers a budget that is not a
         # multiple of the granule.
         self.assertEqual(half["min_bytes"], 4 << 20)
+        self.assertEqual(half["min_bytes_from"], "--min-bytes")
+        self.assertEqual(none["min_bytes"], AUTO_MIN_BYTES)
+        self.assertEqual(none["min_bytes_from"], "auto")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("leaves the engine nothing", r.stderr)
+        self.assertRegex(r.stderr, r"HOSTOFF_MIN_BYTES \(12\.8\d MB, auto\)")
         self.assertLessEqual(half["engine_budget_bytes"], half["budget_bytes"])
         self.assertLessEqual(half["peak_device_bytes"], half["budget_bytes"] + (2 << 20))
         self.assertGreater(half["virtual_ns"], none["virtual_ns"])
@@ -433,7 +446,7 @@ class CostFile(unittest.TestCase):
         cls.bad = os.path.join(d, "bad.txt")
         with open(cls.bad, "w") as f:
             f.write("link.h2d 55\ncall.cuMemMap.gpu 1\n")
-        cls.args = ["--budget", "50%", "--policy", "lru"]
+        cls.args = ["--budget", "50%", "--policy", "lru", *SMALL_MIN]
 
     @classmethod
     def tearDownClass(cls):
@@ -553,9 +566,11 @@ class Policies(unittest.TestCase):
             with open(report) as f:
                 rep = json.load(f)
         named = [b for b in rep["buffers"] if "site" in b]
-        # Every buffer of at least HOSTOFF_MIN_BYTES (the library's default, 4 MiB) is managed;
-        # the smaller ones pass through to the driver and carry no site.
-        managed = [b for b in rep["buffers"] if b["bytes"] >= 4 << 20]
+        # Every buffer of at least HOSTOFF_MIN_BYTES (the library's default, auto: the report says
+        # its value) is managed; the smaller ones pass through to the driver and carry no site.
+        self.assertEqual(rep["min_bytes_from"], "auto")
+        self.assertEqual(rep["min_bytes"], AUTO_MIN_BYTES)
+        managed = [b for b in rep["buffers"] if b["bytes"] >= rep["min_bytes"]]
         self.assertGreater(len(managed), 0)
         self.assertEqual(len(named), len(managed))
         for b in named:

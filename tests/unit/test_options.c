@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "log.h"
+#include "move_cost.h"
 #include "options.h"
 
 #include <stdio.h>
@@ -63,7 +64,11 @@ static void defaults_from_an_empty_environment(void **state) {
     assert_string_equal(err, "");
     assert_int_equal(o.mode, HO_MODE_OFFLOAD);
     assert_int_equal(o.budget.kind, HO_AMOUNT_NONE);
-    assert_int_equal(o.min_bytes, 4u << 20);
+    /* HOSTOFF_MIN_BYTES=auto: the published fixed time of a round trip's remaps (233 us) times
+     * the published PCIe Gen5 rate (55 GB/s, bytes per ns). */
+    assert_true(o.min_bytes_auto);
+    assert_int_equal(o.min_bytes, 12815000u);
+    assert_int_equal(o.min_bytes, ho_min_bytes_auto());
     assert_int_equal(o.host_limit.kind, HO_AMOUNT_NONE);
     assert_int_equal(o.policy, HO_CHOOSE_LOOKAHEAD);
     assert_int_equal(o.backend, HO_BACKEND_AUTO);
@@ -94,6 +99,7 @@ static void reads_every_kind_of_value(void **state) {
     assert_int_equal(o.budget.kind, HO_AMOUNT_BYTES);
     assert_int_equal(o.budget.bytes, 60ull << 30);
     assert_int_equal(o.min_bytes, 1u << 20);
+    assert_false(o.min_bytes_auto); /* an explicit value wins */
     assert_int_equal(o.host_limit.kind, HO_AMOUNT_BYTES);
     assert_int_equal(ho_amount_resolve(&o.host_limit, 1000), 8ull << 30);
     assert_int_equal(o.policy, HO_CHOOSE_ORACLE);
@@ -103,6 +109,34 @@ static void reads_every_kind_of_value(void **state) {
     assert_string_equal(o.trace, "t.jsonl");
     assert_string_equal(o.libcuda, "/opt/libcuda.so.1");
     assert_string_equal(o.oracle_plan, "p.bin");
+}
+
+/* HOSTOFF_MIN_BYTES: auto (said or left unset) is derived; any size given wins, 0 included. */
+static void min_bytes_auto_or_a_size(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        bool is_auto;
+        uint64_t bytes;
+    } cases[] = {{"auto", true, 12815000u},
+                 {"16M", false, 16u << 20},
+                 {"4M", false, 4u << 20},
+                 {"0", false, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *env[] = {"HOSTOFF_MIN_BYTES", cases[i].text, NULL};
+        struct ho_options o;
+        char err[1024];
+        assert_int_equal(parse(env, &o, err, sizeof err), 0);
+        assert_int_equal(o.min_bytes_auto, cases[i].is_auto);
+        assert_int_equal(o.min_bytes, cases[i].bytes);
+    }
+    /* "Auto" is not auto: names are case-sensitive, and the message says what is accepted. */
+    const char *env[] = {"HOSTOFF_MIN_BYTES", "Auto", NULL};
+    struct ho_options o;
+    char err[1024];
+    assert_int_equal(parse(env, &o, err, sizeof err), 1);
+    assert_non_null(strstr(err, "expected auto, or a size"));
+    assert_true(o.min_bytes_auto);
 }
 
 static void empty_strings_mean_unset(void **state) {
@@ -152,7 +186,8 @@ static void bad_values_are_named_and_the_default_stays(void **state) {
     static const char *const sizes[] = {"4X", "-3", " 4M", "16777216T", "4M4", ""};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         bad_value("HOSTOFF_MIN_BYTES", sizes[i], NULL, &o);
-        assert_int_equal(o.min_bytes, 4u << 20);
+        assert_int_equal(o.min_bytes, ho_min_bytes_auto()); /* the default, auto, stays */
+        assert_true(o.min_bytes_auto);
     }
     /* A bad log level is reported at the default level (warn), which shows errors. */
     bad_value("HOSTOFF_LOG", "loud", "error|warn|info|debug", &o);
@@ -177,7 +212,7 @@ static void good_values_survive_a_bad_neighbour(void **state) {
     assert_non_null(strstr(err, "HOSTOFF_MODE=\"on\""));
     assert_non_null(strstr(err, "HOSTOFF_MIN_BYTES=\"lots\""));
     assert_int_equal(o.mode, HO_MODE_OFFLOAD);
-    assert_int_equal(o.min_bytes, 4u << 20);
+    assert_int_equal(o.min_bytes, ho_min_bytes_auto());
     assert_int_equal(o.budget.kind, HO_AMOUNT_PERCENT);
     assert_int_equal(ho_amount_resolve(&o.budget, 64ull << 30), 32ull << 30);
     assert_int_equal(o.policy, HO_CHOOSE_LRU);
@@ -238,6 +273,7 @@ int main(void) {
         cmocka_unit_test(defaults_from_an_empty_environment),
         cmocka_unit_test(reads_every_kind_of_value),
         cmocka_unit_test(empty_strings_mean_unset),
+        cmocka_unit_test(min_bytes_auto_or_a_size),
         cmocka_unit_test(bad_values_are_named_and_the_default_stays),
         cmocka_unit_test(good_values_survive_a_bad_neighbour),
         cmocka_unit_test(sizes_and_amounts),
