@@ -30,11 +30,12 @@
  *     2E/duplex), the design's bound): the remaps of one move overlap the copies of the next.
  *  3. Driver calls per move by kind, counted by the simulator (simcuda_calls) over the rounds
  *     after the first (the pools are full then): the steady state.
- *  4. Wall-clock ns per cuMemAlloc(4 MiB) + cuMemFree pair: through the library (a managed
- *     buffer: address range from the engine's pool, stream-ordered free) and straight to the
- *     simulator's own entry points (found with glibc's dlsym, which the library does not see), in
- *     alternating batches in one process; the median of the batches. CPU times drift on shared
- *     machines: read the ratio.
+ *  4. Wall-clock ns per cuMemAlloc(4 MiB) + cuMemFree pair, and per cuMemAllocAsync +
+ *     cuMemFreeAsync pair on one stream (what PyTorch's cudaMallocAsync backend makes per tensor):
+ * through the library (a managed buffer: address range from the engine's pool, stream-ordered free)
+ * and straight to the simulator's own entry points (found with glibc's dlsym, which the library
+ * does not see), in alternating batches in one process; the median of the batches. CPU times drift
+ * on shared machines: read the ratio.
  *
  * Environment: BENCH_MOVE_PAIRS per batch (default 2000), BENCH_MOVE_REPEAT moves per figure
  * (default 4), BENCH_MOVE_BACKEND (HOSTOFF_BACKEND of the children; default: the engine's). */
@@ -281,6 +282,19 @@ static double pairs_ns(PFN_cuMemAlloc_v3020 alloc, PFN_cuMemFree_v3020 release, 
     return (double)(wall_ns() - t0) / n;
 }
 
+/* The same pairs stream-ordered, as PyTorch's cudaMallocAsync backend makes them: one
+ * cuMemAllocAsync and one cuMemFreeAsync per tensor, on one stream. */
+static double async_pairs_ns(PFN_cuMemAllocAsync_v11020 alloc, PFN_cuMemFreeAsync_v11020 release,
+                             CUstream s, unsigned n) {
+    uint64_t t0 = wall_ns();
+    for (unsigned i = 0; i < n; i++) {
+        CUdeviceptr p;
+        CK(alloc(&p, 4 * MIB, s));
+        CK(release(p, s));
+    }
+    return (double)(wall_ns() - t0) / n;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -313,6 +327,28 @@ static int child_pairs(void) {
     qsort(eng, BATCHES, sizeof eng[0], cmp_double);
     qsort(drv, BATCHES, sizeof drv[0], cmp_double);
     printf("pairs %.0f %.0f\n", eng[BATCHES / 2], drv[BATCHES / 2]);
+    PFN_cuMemAllocAsync_v11020 drv_alloc_async =
+        (PFN_cuMemAllocAsync_v11020)(uintptr_t)real(cuda, "cuMemAllocAsync");
+    PFN_cuMemFreeAsync_v11020 drv_free_async =
+        (PFN_cuMemFreeAsync_v11020)(uintptr_t)real(cuda, "cuMemFreeAsync");
+    if (drv_alloc_async == NULL || drv_free_async == NULL) return 1;
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    async_pairs_ns(cuMemAllocAsync, cuMemFreeAsync, s, n);
+    async_pairs_ns(drv_alloc_async, drv_free_async, s, n);
+    uint64_t creates = simcuda_calls("cuMemCreate.device"), vt = simcuda_now_ns();
+    async_pairs_ns(cuMemAllocAsync, cuMemFreeAsync, s, n);
+    creates = simcuda_calls("cuMemCreate.device") - creates;
+    vt = simcuda_now_ns() - vt;
+    for (int b = 0; b < BATCHES; b++) {
+        eng[b] = async_pairs_ns(cuMemAllocAsync, cuMemFreeAsync, s, n);
+        drv[b] = async_pairs_ns(drv_alloc_async, drv_free_async, s, n);
+    }
+    CK(cuStreamSynchronize(s));
+    qsort(eng, BATCHES, sizeof eng[0], cmp_double);
+    qsort(drv, BATCHES, sizeof drv[0], cmp_double);
+    printf("async %.0f %.0f %.3f %.0f\n", eng[BATCHES / 2], drv[BATCHES / 2], (double)creates / n,
+           (double)vt / n);
     return 0;
 }
 
@@ -495,9 +531,10 @@ int main(int argc, char **argv) {
     }
     char line[256];
     char *args[] = {"--pairs", NULL};
-    double eng, drv;
+    double eng, drv, aeng, adrv, acreates, avirt;
     if (run_child(self, argv[1], argv[2], args, NULL, line, sizeof line) != 0 ||
-        sscanf(line, "pairs %lf %lf", &eng, &drv) != 2) {
+        sscanf(line, "pairs %lf %lf async %lf %lf %lf %lf", &eng, &drv, &aeng, &adrv, &acreates,
+               &avirt) != 6) {
         fprintf(stderr, "bench_move: the allocation child failed\n");
         return 1;
     }
@@ -506,5 +543,12 @@ int main(int argc, char **argv) {
     printf("  through the engine (managed buffer) %8.0f ns\n", eng);
     printf("  straight to the simulator           %8.0f ns   (engine / simulator: %.2fx)\n", drv,
            eng / drv);
+    printf("cuMemAllocAsync(4 MiB) + cuMemFreeAsync on one stream (PyTorch's cudaMallocAsync "
+           "backend, one pair per tensor), same batches:\n");
+    printf("  through the engine (managed buffer) %8.0f ns\n", aeng);
+    printf("  straight to the simulator           %8.0f ns   (engine / simulator: %.2fx)\n", adrv,
+           aeng / adrv);
+    printf("  through the engine, per pair: %.3f device cuMemCreate, %.0f ns of virtual time\n",
+           acreates, avirt);
     return 0;
 }
