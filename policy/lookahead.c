@@ -348,6 +348,9 @@ static void close_step(struct ho_lookahead *la, uint64_t end) {
      * whole period before it was adopted (or markers said it). Later steps must look like the
      * step before (the buffers' roles held). */
     bool trusted = !p->valid || similarity(p, la->rec, la->nrec) >= TRUST;
+    /* A pattern with less than half this step's uses came from a partial window (the one the
+     * period was adopted in): this step is the first whole one, trusted at once like a first. */
+    if (p->valid && 2 * p->n < la->nrec) trusted = true;
     pattern_clear(p);
     p->trusted = trusted;
     p->uses = malloc(la->nrec * sizeof *p->uses);
