@@ -237,14 +237,23 @@ static uint64_t evict_key(uint64_t key, uint32_t pos) {
     return k != 0 ? k : 1;
 }
 
-/* The step's start times, from the measured durations: false until every position has one. */
+/* The step's start times, from the measured durations: false until all but an eighth of the
+ * positions have one. Durations arrive once the device has run the launches, so the last ones
+ * of a timed step may still be missing when it closes; they count as the mean of the others
+ * (a plan in device time one step earlier, rather than one in launches). */
 static bool step_times(const struct ho_lookahead *la, uint64_t *t) {
     if (la->dur == NULL || la->dur_period != la->period) return false;
+    uint64_t known = 0, sum = 0;
+    for (uint64_t q = 0; q < la->period; q++)
+        if (la->dur[q] != 0) {
+            known++;
+            sum += la->dur[q];
+        }
+    if (known == 0 || known < la->period - la->period / 8) return false;
+    uint64_t mean = sum / known ? sum / known : 1;
     t[0] = 0;
-    for (uint64_t q = 0; q < la->period; q++) {
-        if (la->dur[q] == 0) return false;
-        t[q + 1] = t[q] + la->dur[q];
-    }
+    for (uint64_t q = 0; q < la->period; q++)
+        t[q + 1] = t[q] + (la->dur[q] != 0 ? la->dur[q] : mean);
     return true;
 }
 
