@@ -27,6 +27,8 @@ Per row:
 - repeats: lookahead replayed a second time gives exactly the same figures ("yes").
 - calls: the driver calls lookahead's moves paid for per step (creates, releases and pinning
   allocations / maps, unmaps and set-access), every step counted.
+--targets also prints how many rows meet each of issue 14's targets, by view and by the tuning
+split (resnet50 and gpt2-1k, both views: what changes were tried on; the rest held out).
 --breakdown prints, instead of the table, where each policy's step goes on the selected rows
 (host time in the intercepted calls, stalls by cause, the link's busy time, moves per step),
 from the replay's own trace (`hostoff replay --record`).
@@ -221,6 +223,8 @@ def main(argv):
     ap.add_argument("--baseline-lib", metavar="LIBHOSTOFF",
                     help="also replay lookahead through this libhostoff.so (an older build)")
     ap.add_argument("--from-json", help="print the table of a run saved with --json (no replay)")
+    ap.add_argument("--targets", action="store_true",
+                    help="also print how many rows meet each of issue 14's targets")
     ap.add_argument("--breakdown", action="store_true",
                     help="instead of the table: where each policy's step goes (host time in "
                     "calls, stalls by cause, link busy, moves), from the replay's own trace")
@@ -260,7 +264,7 @@ def main(argv):
     head = ("workload", "link", "budget", "T ms", "limit ms", "lru ms", "lookahead ms",
             "oracle ms", "lookahead / limit", "lookahead / lru", "moved / E", "bound", "budget ok",
             "illegal/hazards", "repeats", "calls/step")
-    rows, notes = [], []
+    rows, notes, met = [], [], []
     for name, path, steps, dev_ns in work:
         for link in links:
             base = res[(name, link, "none", None, 0)]
@@ -307,6 +311,14 @@ def main(argv):
                 if base is not None:
                     extra_ms = (f"{base['replay_ns'] / steps / 1e6:.1f}" if "error" not in base
                                 else "failed")
+                met.append({"name": name, "link": link, "budget": b,
+                            "limit": None if la is None else la / lim <= LIMIT_TARGET[link],
+                            "lru": None if la is None or lru is None else la <= lru,
+                            "bound": None if not bound else bound == "ok",
+                            "budget ok": over <= 0, "repeats": same == "yes" if same else None,
+                            "safe": unsafe == (0, 0),
+                            "moved": (None if la is None else
+                                      r["lookahead"]["bytes_to_host"] / steps / e <= 1.3)})
                 rows.append((name, link, b, f"{t0 / 1e6:.1f}{star}", f"{lim:.1f}", fmt(lru),
                              fmt(la), fmt(orc), ratio(la, lim), ratio(la, lru), moved, bound,
                              "ok" if over <= 0 else f"+{over / 1e6:.1f} MB",
@@ -328,7 +340,37 @@ def main(argv):
         print("\n* the unconstrained replay failed; T is the kernels' device time per step")
     for n in notes:
         print("note: " + n)
+    if args.targets:
+        print_targets(met)
     return 0
+
+
+LIMIT_TARGET = {"pcie5": 1.25, "c2c": 1.10}  # issue 14: lookahead within this of the limit
+TUNING = ("resnet50.", "gpt2-1k.")  # the workloads changes were tried on (docs/policy-benchmark.md)
+
+
+def print_targets(met):
+    """--targets: rows that meet each of issue 14's targets, by view and by the tuning split."""
+    groups = {
+        "all": lambda m: True,
+        "tensor": lambda m: m["name"].endswith(".tensor"),
+        "segment": lambda m: m["name"].endswith(".segment"),
+        "synthetic": lambda m: m["name"].startswith("synthetic-"),
+        "tuning": lambda m: m["name"].startswith(TUNING),
+        "held out": lambda m: not m["name"].startswith(TUNING),
+    }
+    names = {"limit": "lookahead within 1.25x (pcie5) / 1.10x (c2c) of the limit",
+             "lru": "lookahead no slower than lru", "bound": "oracle no slower than both",
+             "budget ok": "within budget", "repeats": "deterministic",
+             "safe": "no illegal accesses or hazards", "moved": "moved per step <= 1.3x E"}
+    print("\n| target | " + " | ".join(groups) + " |")
+    print("|---|" + "---|" * len(groups))
+    for key, label in names.items():
+        cells = []
+        for sel in groups.values():
+            rows = [m for m in met if sel(m)]
+            cells.append(f"{sum(1 for m in rows if m[key])} of {len(rows)}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
