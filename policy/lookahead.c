@@ -66,14 +66,16 @@ struct ho_lookahead {
     uint64_t held;  /* launches the current period has matched */
     uint64_t pos;   /* the position of the last launch within the step */
     bool marker_mode;
-    uint64_t last_marker;   /* launch index of the last marker + 1 */
-    uint64_t step_allocs;   /* allocations in the step `alloc_step` so far */
-    uint64_t alloc_step;    /* the step (window) those allocations belong to */
-    uint64_t first_alloc;   /* launches into this step before its first allocation */
-    bool aligned;           /* steps begin where the loop allocates (or at markers) */
-    struct u64map key_of;   /* buffer id -> key */
-    struct u64map id_of;    /* key -> live buffer id */
-    struct u64map late;     /* key -> how many times its restores were late (doublings) */
+    uint64_t last_marker;    /* launch index of the last marker + 1 */
+    uint64_t step_allocs;    /* allocations in the step `alloc_step` so far */
+    uint64_t alloc_step;     /* the step (window) those allocations belong to */
+    uint64_t first_alloc;    /* launches into this step before its first allocation */
+    bool aligned;            /* steps begin where the loop allocates (or at markers) */
+    struct u64map key_of;    /* buffer id -> key */
+    struct u64map serial_of; /* buffer id -> its allocation serial: its key once a role proves
+                              * wrong (rekey_roles) */
+    struct u64map id_of;     /* key -> live buffer id */
+    struct u64map late;      /* key -> how many times its restores were late (doublings) */
     uint64_t *dur;          /* measured device time of each position of the step, ns (0: not yet) */
     uint64_t dur_period;    /* the period `dur` is for */
     double link;            /* host-to-device bytes per ns (0: unknown) */
@@ -133,6 +135,7 @@ void ho_la_destroy(struct ho_lookahead *la) {
     if (la == NULL) return;
     free(la->ctx_last);
     u64map_free(&la->key_of);
+    u64map_free(&la->serial_of);
     u64map_free(&la->id_of);
     u64map_free(&la->late);
     free(la->dur);
@@ -198,6 +201,7 @@ void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t 
         u64map_del(&la->dies, key);
     }
     u64map_put(&la->key_of, id, key);
+    u64map_put(&la->serial_of, id, la->serial);
     u64map_put(&la->id_of, key, id);
     u64map_put(&la->bytes_of, id, bytes ? bytes : 1);
 }
@@ -207,6 +211,7 @@ void ho_la_free(struct ho_lookahead *la, uint64_t id) {
     if (!u64map_get(&la->key_of, id, &key)) return;
     if (key & ROLE_BIT) u64map_put(&la->dies, key, la->launches + 1);
     u64map_del(&la->key_of, id);
+    u64map_del(&la->serial_of, id);
     u64map_del(&la->bytes_of, id);
     if (u64map_get(&la->id_of, key, &live) && live == id) u64map_del(&la->id_of, key);
 }
@@ -415,7 +420,33 @@ static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key, uint64_t
     la->rec[la->nrec++] = (struct use){pos, key, bytes};
 }
 
+/* Names buffer id (now keyed by role) by its allocation serial instead, as a buffer made outside
+ * a step is. */
+static void rekey(struct ho_lookahead *la, uint64_t id, uint64_t key) {
+    uint64_t serial, live;
+    if ((key & ROLE_BIT) == 0 || !u64map_get(&la->serial_of, id, &serial)) return;
+    uint64_t own = serial & ~ROLE_BIT;
+    if (!u64map_put(&la->key_of, id, own)) return; /* the key is there: updated in place */
+    if (u64map_get(&la->id_of, key, &live) && live == id) u64map_del(&la->id_of, key);
+    u64map_put(&la->id_of, own, id);
+}
+
+/* The period the live buffers' roles were counted in was not the step (a loop inside it, or the
+ * program changed phase): a role is a buffer's order among its step's allocations, so under a
+ * period of a few launches buffers allocated in different "steps" shared roles, and their uses
+ * merged into one key's (a caching allocator's segments made while a layer loop held the
+ * period: on gpt2-1k.segment 244 of 414 segments fell into 13 keys, and the plan saw 22 of
+ * their 60 GB). Every live buffer named by a role is named by its own serial again; each one's
+ * new name depends on it alone, so the map's slot order (ids are addresses) decides nothing. */
+static void rekey_roles(struct ho_lookahead *la) {
+    struct u64map *m = &la->key_of;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->s[i].key != 0) rekey(la, m->s[i].key, m->s[i].value);
+    if (m->has_zero) rekey(la, 0, m->zero_value);
+}
+
 static void drop_period(struct ho_lookahead *la) {
+    rekey_roles(la);
     /* A period that held for a while and then broke was a loop inside the step (a model's
      * identical layers): the step is longer than everything it held for. */
     if (la->held < INNER_LIMIT * la->period) {
