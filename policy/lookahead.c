@@ -18,6 +18,11 @@
 #define INNER_LIMIT    128 /* a period that held this many times was the step, not a loop in it */
 #define MAX_DOUBLINGS  4  /* late restores double a role's lead (or transfer estimate) this often */
 #define RETIME_STEPS   32 /* kernel durations are measured again after this many steps */
+/* The plan keeps 1/RESERVE_SHARE of the budget back for moves in flight. A sweep of 6 (the
+ * earlier value), 10, 12, 16 and 32 on the tuning set (resnet50 and gpt2-1k, both views, 70%,
+ * both links; docs/policy-benchmark.md) chose 10: with 6 the plan moved 1.4x the excess a step
+ * on resnet50.tensor, with 32 the moves in flight overran the budget into demand restores. */
+#define RESERVE_SHARE 10
 
 /* A 64-bit finaliser: role keys, plan keys and contexts from several words. */
 static uint64_t mix(uint64_t x) {
@@ -61,14 +66,16 @@ struct ho_lookahead {
     uint64_t held;  /* launches the current period has matched */
     uint64_t pos;   /* the position of the last launch within the step */
     bool marker_mode;
-    uint64_t last_marker;   /* launch index of the last marker + 1 */
-    uint64_t step_allocs;   /* allocations in the step `alloc_step` so far */
-    uint64_t alloc_step;    /* the step (window) those allocations belong to */
-    uint64_t first_alloc;   /* launches into this step before its first allocation */
-    bool aligned;           /* steps begin where the loop allocates (or at markers) */
-    struct u64map key_of;   /* buffer id -> key */
-    struct u64map id_of;    /* key -> live buffer id */
-    struct u64map late;     /* key -> how many times its restores were late (doublings) */
+    uint64_t last_marker;    /* launch index of the last marker + 1 */
+    uint64_t step_allocs;    /* allocations in the step `alloc_step` so far */
+    uint64_t alloc_step;     /* the step (window) those allocations belong to */
+    uint64_t first_alloc;    /* launches into this step before its first allocation */
+    bool aligned;            /* steps begin where the loop allocates (or at markers) */
+    struct u64map key_of;    /* buffer id -> key */
+    struct u64map serial_of; /* buffer id -> its allocation serial: its key once a role proves
+                              * wrong (rekey_roles) */
+    struct u64map id_of;     /* key -> live buffer id */
+    struct u64map late;      /* key -> how many times its restores were late (doublings) */
     uint64_t *dur;          /* measured device time of each position of the step, ns (0: not yet) */
     uint64_t dur_period;    /* the period `dur` is for */
     double link;            /* host-to-device bytes per ns (0: unknown) */
@@ -128,6 +135,7 @@ void ho_la_destroy(struct ho_lookahead *la) {
     if (la == NULL) return;
     free(la->ctx_last);
     u64map_free(&la->key_of);
+    u64map_free(&la->serial_of);
     u64map_free(&la->id_of);
     u64map_free(&la->late);
     free(la->dur);
@@ -193,6 +201,7 @@ void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t 
         u64map_del(&la->dies, key);
     }
     u64map_put(&la->key_of, id, key);
+    u64map_put(&la->serial_of, id, la->serial);
     u64map_put(&la->id_of, key, id);
     u64map_put(&la->bytes_of, id, bytes ? bytes : 1);
 }
@@ -202,6 +211,7 @@ void ho_la_free(struct ho_lookahead *la, uint64_t id) {
     if (!u64map_get(&la->key_of, id, &key)) return;
     if (key & ROLE_BIT) u64map_put(&la->dies, key, la->launches + 1);
     u64map_del(&la->key_of, id);
+    u64map_del(&la->serial_of, id);
     u64map_del(&la->bytes_of, id);
     if (u64map_get(&la->id_of, key, &live) && live == id) u64map_del(&la->id_of, key);
 }
@@ -237,22 +247,31 @@ static uint64_t evict_key(uint64_t key, uint32_t pos) {
     return k != 0 ? k : 1;
 }
 
-/* The step's start times, from the measured durations: false until every position has one. */
+/* The step's start times, from the measured durations: false until all but an eighth of the
+ * positions have one. Durations arrive once the device has run the launches, so the last ones
+ * of a timed step may still be missing when it closes; they count as the mean of the others
+ * (a plan in device time one step earlier, rather than one in launches). */
 static bool step_times(const struct ho_lookahead *la, uint64_t *t) {
     if (la->dur == NULL || la->dur_period != la->period) return false;
+    uint64_t known = 0, sum = 0;
+    for (uint64_t q = 0; q < la->period; q++)
+        if (la->dur[q] != 0) {
+            known++;
+            sum += la->dur[q];
+        }
+    if (known == 0 || known < la->period - la->period / 8) return false;
+    uint64_t mean = sum / known ? sum / known : 1;
     t[0] = 0;
-    for (uint64_t q = 0; q < la->period; q++) {
-        if (la->dur[q] == 0) return false;
-        t[q + 1] = t[q] + la->dur[q];
-    }
+    for (uint64_t q = 0; q < la->period; q++)
+        t[q + 1] = t[q] + (la->dur[q] != 0 ? la->dur[q] : mean);
     return true;
 }
 
 /* Chooses which gaps to spend off the device so that the step fits the budget, and when to
  * prefetch (plan.h). The step's device footprint at each position is estimated from the pattern:
  * a buffer made within the step occupies the device from its allocation to its free (from its
- * first use to its last when those were not seen); one that outlives steps, always. A sixth of
- * the budget is kept back for moves in flight. */
+ * first use to its last when those were not seen); one that outlives steps, always. A tenth of
+ * the budget is kept back for moves in flight (RESERVE_SHARE). */
 static void plan(struct ho_lookahead *la, struct pattern *p) {
     uint64_t period = la->period;
     if (la->budget == UINT64_MAX || period == 0) return;
@@ -295,7 +314,7 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
                                             .factor = factor};
         i = j;
     }
-    int64_t limit = (int64_t)(la->budget - la->budget / 6);
+    int64_t limit = (int64_t)(la->budget - la->budget / RESERVE_SHARE);
     int64_t run = always;
     for (uint64_t q = 0; q < period; q++) {
         run += over[q];
@@ -348,6 +367,9 @@ static void close_step(struct ho_lookahead *la, uint64_t end) {
      * whole period before it was adopted (or markers said it). Later steps must look like the
      * step before (the buffers' roles held). */
     bool trusted = !p->valid || similarity(p, la->rec, la->nrec) >= TRUST;
+    /* A pattern with less than half this step's uses came from a partial window (the one the
+     * period was adopted in): this step is the first whole one, trusted at once like a first. */
+    if (p->valid && 2 * p->n < la->nrec) trusted = true;
     pattern_clear(p);
     p->trusted = trusted;
     p->uses = malloc(la->nrec * sizeof *p->uses);
@@ -398,7 +420,33 @@ static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key, uint64_t
     la->rec[la->nrec++] = (struct use){pos, key, bytes};
 }
 
+/* Names buffer id (now keyed by role) by its allocation serial instead, as a buffer made outside
+ * a step is. */
+static void rekey(struct ho_lookahead *la, uint64_t id, uint64_t key) {
+    uint64_t serial, live;
+    if ((key & ROLE_BIT) == 0 || !u64map_get(&la->serial_of, id, &serial)) return;
+    uint64_t own = serial & ~ROLE_BIT;
+    if (!u64map_put(&la->key_of, id, own)) return; /* the key is there: updated in place */
+    if (u64map_get(&la->id_of, key, &live) && live == id) u64map_del(&la->id_of, key);
+    u64map_put(&la->id_of, own, id);
+}
+
+/* The period the live buffers' roles were counted in was not the step (a loop inside it, or the
+ * program changed phase): a role is a buffer's order among its step's allocations, so under a
+ * period of a few launches buffers allocated in different "steps" shared roles, and their uses
+ * merged into one key's (a caching allocator's segments made while a layer loop held the
+ * period: on gpt2-1k.segment 244 of 414 segments fell into 13 keys, and the plan saw 22 of
+ * their 60 GB). Every live buffer named by a role is named by its own serial again; each one's
+ * new name depends on it alone, so the map's slot order (ids are addresses) decides nothing. */
+static void rekey_roles(struct ho_lookahead *la) {
+    struct u64map *m = &la->key_of;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->s[i].key != 0) rekey(la, m->s[i].key, m->s[i].value);
+    if (m->has_zero) rekey(la, 0, m->zero_value);
+}
+
 static void drop_period(struct ho_lookahead *la) {
+    rekey_roles(la);
     /* A period that held for a while and then broke was a loop inside the step (a model's
      * identical layers): the step is longer than everything it held for. */
     if (la->held < INNER_LIMIT * la->period) {

@@ -103,6 +103,7 @@ static const struct ho_policy_ops oracle_ops = {
     .name = "oracle",
     .plans = true,
     .timed = false,
+    .complete_plan = true,
     .alloc = follow_alloc,
     .free = follow_free,
     .step = follow_step,

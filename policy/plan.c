@@ -192,8 +192,7 @@ static size_t settle_queues(const struct ho_plan_run *r, struct ho_gap *gaps, si
     return taken;
 }
 
-size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) {
-    if (r->npos == 0) return 0;
+static size_t plan_once(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) {
     int64_t *base = malloc(r->npos * sizeof *base);
     if (base == NULL) return 0;
     memcpy(base, r->over, r->npos * sizeof *base);
@@ -235,5 +234,54 @@ size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) 
         if (!over) break;
     }
     free(base);
+    return taken;
+}
+
+/* Whether the link could not carry some gap the plan wanted (settle_queues dropped it). */
+static bool any_rejected(const struct ho_gap *gaps, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (gaps[i].rejected) return true;
+    return false;
+}
+
+#define STRETCHES 6 /* times a plan the link cannot carry is tried on a longer step */
+
+/* When the bytes above the budget cannot cross the link within the step's device time, no plan
+ * hides them all: the step will take longer, waiting on the link. Planning on the device's times
+ * alone would then reject almost every gap as infeasible and leave the step to demand restores.
+ * Instead the step is planned as it will run: every position's time stretched by one factor, at
+ * first what the excess needs on the link (out and back, the two directions sharing it: the
+ * physical limit, DESIGN.md "Measuring"), and by half again while the link still cannot carry
+ * a gap the plan wanted. */
+size_t ho_plan_gaps(const struct ho_plan_run *r, struct ho_gap *gaps, size_t n) {
+    if (r->npos == 0) return 0;
+    if (!timed(r) || r->t[r->npos] == 0) return plan_once(r, gaps, n);
+    int64_t *base = malloc(r->npos * sizeof *base);
+    uint64_t *t = malloc((r->npos + 1) * sizeof *t);
+    if (base == NULL || t == NULL) {
+        free(base);
+        free(t);
+        return plan_once(r, gaps, n);
+    }
+    memcpy(base, r->over, r->npos * sizeof *base);
+    int64_t excess = 0;
+    for (uint64_t q = 0; q < r->npos; q++)
+        if (base[q] > excess) excess = base[q];
+    double step = (double)r->t[r->npos];
+    double need = 2.5 * (double)excess / r->link_bytes_per_ns; /* out and back, duplex 1.6x */
+    double stretch = need > step ? need / step : 1.0;
+    struct ho_plan_run s = *r;
+    s.t = t;
+    size_t taken = 0;
+    for (int k = 0; k < STRETCHES; k++) {
+        for (uint64_t q = 0; q <= r->npos; q++)
+            t[q] = (uint64_t)((double)r->t[q] * stretch);
+        memcpy(r->over, base, r->npos * sizeof *base);
+        taken = plan_once(&s, gaps, n);
+        if (!any_rejected(gaps, n)) break;
+        stretch *= 1.5;
+    }
+    free(base);
+    free(t);
     return taken;
 }

@@ -67,6 +67,10 @@ struct ho_policy_ops {
     /* It reasons in device time: the engine samples restores for the link's rate (set_link) and
      * times the launches of the steps it asks for (wants_timing, duration). */
     bool timed;
+    /* Its plan places every eviction the budget needs, made in advance from the whole trace (the
+     * oracle): the engine keeps no low watermark of its own for it, whose reactive evictions
+     * would only disturb that plan (engine_plan.c, keep_headroom). */
+    bool complete_plan;
     void (*alloc)(void *self, struct ho_policy_buffer *b, uint64_t bytes, uint64_t site);
     void (*free)(void *self, const struct ho_policy_buffer *b);
     /* An explicit step boundary (a marker): the next launch starts a step. */

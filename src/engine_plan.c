@@ -177,7 +177,7 @@ void ho_want_start(struct ho_dev *d) {
 #define HEADROOM_SHARE 16 /* 1/16 of the budget */
 static void keep_headroom(struct ho_dev *d) {
     HO_ASSERT_HELD(&eng.lock);
-    if (d->budget == UINT64_MAX || !ho_predicting()) return;
+    if (d->budget == UINT64_MAX || !ho_predicting() || eng.policy.ops->complete_plan) return;
     uint64_t headroom = d->budget / HEADROOM_SHARE;
     ho_defer_poll(d);
     if (d->resident - d->evicting + headroom <= d->budget || d->evicting >= background_cap(d))

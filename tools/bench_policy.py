@@ -27,6 +27,11 @@ Per row:
 - repeats: lookahead replayed a second time gives exactly the same figures ("yes").
 - calls: the driver calls lookahead's moves paid for per step (creates, releases and pinning
   allocations / maps, unmaps and set-access), every step counted.
+--targets also prints how many rows meet each of issue 14's targets, by view and by the tuning
+split (resnet50 and gpt2-1k, both views: what changes were tried on; the rest held out).
+--breakdown prints, instead of the table, where each policy's step goes on the selected rows
+(host time in the intercepted calls, stalls by cause, the link's busy time, moves per step),
+from the replay's own trace (`hostoff replay --record`).
 --baseline-lib OLD/libhostoff.so also replays lookahead through an older build and shows its
 step beside this build's ("baseline ms").
 
@@ -62,6 +67,79 @@ def replay(hostoff, trace, budget, policy, link, lib=None):
     if out.returncode != 0:
         return {"error": " / ".join(out.stderr.strip().splitlines()[-2:]) or "failed"}
     return json.loads(out.stdout)
+
+
+def breakdown(hostoff, trace, budget, policy, link, steps, tmp):
+    """Where a replay's time goes, from its own trace (`hostoff replay --record`: every
+    intercepted call with its host time `d`, and the engine's moves and stalls): per step, over
+    every step and over the last three (after learning). None when the replay failed."""
+    rec = os.path.join(tmp, f"breakdown-{policy}-{link}.jsonl")
+    cmd = [hostoff, "replay", trace, "--budget", budget, "--link", link, "--policy", policy,
+           "--json", "--record", rec]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return None
+    launches, calls, other = [], [], []
+    with open(rec, encoding="utf-8") as f:
+        f.readline()
+        for line in f:
+            e = json.loads(line)
+            (launches if e.get("e") == "launch" else calls if "d" in e else other).append(e)
+    os.unlink(rec)
+    if not launches:
+        return None
+    per = len(launches) // steps
+    starts = [launches[k * per]["t"] for k in range(steps)]
+    end = max(e["t"] + e.get("d", 0) for e in launches + calls)
+
+    def window(first):
+        lo = starts[first]
+        n = steps - first
+        f = {"step": (end - lo) / n}
+        for e in launches + calls:
+            if e["t"] >= lo:
+                k = "host " + ("launch" if e["e"] == "launch" else e["e"])
+                f[k] = f.get(k, 0) + e["d"] / n
+        for e in other:
+            if e["t"] < lo:
+                continue
+            if e["e"] == "stall":
+                k = "stall " + e["why"]
+                f[k] = f.get(k, 0) + e["ns"] / n
+            elif e["e"] in ("evict", "restore", "prefetch"):
+                k = {"evict": "evictions", "restore": "demand restores",
+                     "prefetch": "prefetches"}[e["e"]]
+                f[k] = f.get(k, 0) + 1e6 / n  # a count, shown as is
+                gbps = LINK_GBPS[link][1 if e["e"] == "evict" else 0]
+                k = "link d2h" if e["e"] == "evict" else "link h2d"
+                f[k] = f.get(k, 0) + e["bytes"] / gbps / n
+        return f
+
+    return window(0), window(max(0, steps - 3))
+
+
+def print_breakdowns(hostoff, args, budgets, links):
+    """--breakdown: for each selected row, each policy's step split into host time in the
+    intercepted calls, the application's waits (stalls by cause), moves and the link's busy time
+    at its nominal rate, in ms per step."""
+    keys = ("step", "host launch", "host alloc", "host free", "host sync", "stall demand",
+            "stall late", "stall room", "link d2h", "link h2d", "evictions", "demand restores",
+            "prefetches")
+    with tempfile.TemporaryDirectory(prefix="hostoff-breakdown-") as tmp:
+        for name, path, steps, _ in prepare(hostoff, args, tmp):
+            for link in links:
+                for b in budgets:
+                    print(f"\n{name} {link} {b}: ms per step (moves: count per step); "
+                          "all steps / the last three")
+                    print("  " + "policy".ljust(10) + "".join(k.rjust(16) for k in keys))
+                    for p in POLICIES:
+                        got = breakdown(hostoff, path, b, p, link, steps, tmp)
+                        if got is None:
+                            print("  " + p.ljust(10) + "failed")
+                            continue
+                        cells = [f"{got[0].get(k, 0) / 1e6:.0f}/{got[1].get(k, 0) / 1e6:.0f}"
+                                 for k in keys]
+                        print("  " + p.ljust(10) + "".join(c.rjust(16) for c in cells))
 
 
 def calls_per_step(r, steps):
@@ -146,6 +224,11 @@ def main(argv):
     ap.add_argument("--baseline-lib", metavar="LIBHOSTOFF",
                     help="also replay lookahead through this libhostoff.so (an older build)")
     ap.add_argument("--from-json", help="print the table of a run saved with --json (no replay)")
+    ap.add_argument("--targets", action="store_true",
+                    help="also print how many rows meet each of issue 14's targets")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="instead of the table: where each policy's step goes (host time in "
+                    "calls, stalls by cause, link busy, moves), from the replay's own trace")
     args = ap.parse_args(argv)
     budgets = args.budget or list(BUDGETS)
     links = args.link or list(LINKS)
@@ -168,6 +251,9 @@ def main(argv):
             print(f"bench_policy: {hostoff} not found: build first (ninja -C {args.build})",
                   file=sys.stderr)
             return 2
+        if args.breakdown:
+            print_breakdowns(hostoff, args, budgets, links)
+            return 0
         res, work = run_all(hostoff, args, budgets, links)
     if args.json:
         meta = {w[0]: (w[2], w[3]) for w in work}
@@ -179,7 +265,7 @@ def main(argv):
     head = ("workload", "link", "budget", "T ms", "limit ms", "lru ms", "lookahead ms",
             "oracle ms", "lookahead / limit", "lookahead / lru", "moved / E", "bound", "budget ok",
             "illegal/hazards", "repeats", "calls/step")
-    rows, notes = [], []
+    rows, notes, met = [], [], []
     for name, path, steps, dev_ns in work:
         for link in links:
             base = res[(name, link, "none", None, 0)]
@@ -226,6 +312,14 @@ def main(argv):
                 if base is not None:
                     extra_ms = (f"{base['replay_ns'] / steps / 1e6:.1f}" if "error" not in base
                                 else "failed")
+                met.append({"name": name, "link": link, "budget": b,
+                            "limit": None if la is None else la / lim <= LIMIT_TARGET[link],
+                            "lru": None if la is None or lru is None else la <= lru,
+                            "bound": None if not bound else bound == "ok",
+                            "budget ok": over <= 0, "repeats": same == "yes" if same else None,
+                            "safe": unsafe == (0, 0),
+                            "moved": (None if la is None else
+                                      r["lookahead"]["bytes_to_host"] / steps / e <= 1.3)})
                 rows.append((name, link, b, f"{t0 / 1e6:.1f}{star}", f"{lim:.1f}", fmt(lru),
                              fmt(la), fmt(orc), ratio(la, lim), ratio(la, lru), moved, bound,
                              "ok" if over <= 0 else f"+{over / 1e6:.1f} MB",
@@ -247,7 +341,37 @@ def main(argv):
         print("\n* the unconstrained replay failed; T is the kernels' device time per step")
     for n in notes:
         print("note: " + n)
+    if args.targets:
+        print_targets(met)
     return 0
+
+
+LIMIT_TARGET = {"pcie5": 1.25, "c2c": 1.10}  # issue 14: lookahead within this of the limit
+TUNING = ("resnet50.", "gpt2-1k.")  # the workloads changes were tried on (docs/policy-benchmark.md)
+
+
+def print_targets(met):
+    """--targets: rows that meet each of issue 14's targets, by view and by the tuning split."""
+    groups = {
+        "all": lambda m: True,
+        "tensor": lambda m: m["name"].endswith(".tensor"),
+        "segment": lambda m: m["name"].endswith(".segment"),
+        "synthetic": lambda m: m["name"].startswith("synthetic-"),
+        "tuning": lambda m: m["name"].startswith(TUNING),
+        "held out": lambda m: not m["name"].startswith(TUNING),
+    }
+    names = {"limit": "lookahead within 1.25x (pcie5) / 1.10x (c2c) of the limit",
+             "lru": "lookahead no slower than lru", "bound": "oracle no slower than both",
+             "budget ok": "within budget", "repeats": "deterministic",
+             "safe": "no illegal accesses or hazards", "moved": "moved per step <= 1.3x E"}
+    print("\n| target | " + " | ".join(groups) + " |")
+    print("|---|" + "---|" * len(groups))
+    for key, label in names.items():
+        cells = []
+        for sel in groups.values():
+            rows = [m for m in met if sel(m)]
+            cells.append(f"{sum(1 for m in rows if m[key])} of {len(rows)}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

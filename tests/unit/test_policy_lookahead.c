@@ -339,6 +339,43 @@ static void acts_on_the_first_step_it_knows(void **state) {
     ho_la_destroy(la);
 }
 
+/* A caching allocator makes its segments early, while a layer loop may hold the period: each
+ * segment is then the first of its site and size in its "step" of a few launches, and all would
+ * share one role. Once that period is dropped they are named apart again: in the real step,
+ * segment i is used at position 10 i, and so it is predicted. */
+#define SEGS      6
+#define REAL_STEP 80
+static void roles_of_a_dropped_period_are_renamed(void **state) {
+    (void)state;
+    struct ho_lookahead *la = ho_la_create(2);
+    assert_non_null(la);
+    struct ho_policy_actions a;
+    uint64_t w = 1000, seg[SEGS];
+    ho_la_alloc(la, w, 1u << 20, 0);
+    for (int r = 0; r < 4 + SEGS; r++) { /* a layer loop of 8 launches */
+        if (r >= 4) {
+            assert_int_equal(ho_la_period(la), 8);
+            seg[r - 4] = 2000 + (uint64_t)r;
+            ho_la_alloc(la, seg[r - 4], 1u << 20, 7);
+        }
+        for (uint64_t k = 0; k < 8; k++)
+            ho_la_launch(la, 50 + k, &w, 1, &a);
+    }
+    for (int s = 0; s < 6; s++)
+        for (uint64_t q = 0; q < REAL_STEP; q++) {
+            bool uses_seg = q % 10 == 0 && q / 10 < SEGS;
+            uint64_t ids[2] = {w, uses_seg ? seg[q / 10] : 0};
+            ho_la_launch(la, 100 + q, ids, uses_seg ? 2 : 1, &a);
+        }
+    assert_int_equal(ho_la_period(la), REAL_STEP);
+    assert_true(ho_la_predicts(la));
+    uint64_t ids[2] = {w, seg[0]};
+    ho_la_launch(la, 100, ids, 2, &a); /* position 0 of the next step */
+    for (int i = 1; i < SEGS; i++)
+        assert_int_equal(ho_la_next_use(la, seg[i]), 10 * (uint64_t)i);
+    ho_la_destroy(la);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(learns_the_step_and_plans_moves),
@@ -351,6 +388,7 @@ int main(void) {
         cmocka_unit_test(an_extra_allocation_renames_nothing),
         cmocka_unit_test(addresses_do_not_change_decisions),
         cmocka_unit_test(acts_on_the_first_step_it_knows),
+        cmocka_unit_test(roles_of_a_dropped_period_are_renamed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
