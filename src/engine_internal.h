@@ -44,11 +44,13 @@
 enum ho_state { HO_RESIDENT, HO_EVICTING, HO_HOST, HO_RESTORING };
 
 /* Pinned host memory: a host-located handle, mapped for the device at its own window address so
- * copies can reach it. Kept in a pool by size once its buffer no longer needs it. */
+ * copies can reach it. Kept in a pool once its buffer no longer needs it; serves any buffer of
+ * span <= its own, whose address maps the handle's first `held` bytes (pool_host.c). */
 struct ho_host_slot {
     CUmemGenericAllocationHandle handle; /* uvm backend: unused */
     CUdeviceptr window;
     uint64_t span;
+    uint64_t held; /* the span of the buffer it holds; 0 while idle */
     struct ho_host_slot *next;
 };
 
@@ -195,8 +197,11 @@ struct ho_engine {
     int npend, pend_launches;
     CUstream pend_stream;
     struct ho_dev *pend_dev;
-    uint64_t host_used, host_pooled;
+    uint64_t host_used;      /* bytes buffers hold on the host (their spans) */
+    uint64_t host_waste;     /* slot bytes in use beyond those spans (pool_host.c) */
+    uint64_t host_pooled;    /* idle slot bytes */
     uint64_t host_peak_used; /* the most host_used has been (pool_host.c's hygiene bound) */
+    bool host_exact;         /* the driver refused a prefix mapping: slots serve exact spans */
     struct ho_host_slot *host_pool;
     struct va_range *va_pool;
 };
@@ -268,8 +273,10 @@ bool ho_event_wait(CUevent e, CUstream s);
 bool ho_stream_drain(CUstream s);
 bool ho_device_drain(void);
 
-/* pool_host.c (eng.lock held): a pinned host slot of `span` bytes (NULL: HOSTOFF_HOST_LIMIT or
- * the driver refused); give one back to the pool.
+/* pool_host.c (eng.lock held): a pinned host slot for a buffer of `span` bytes, of that span or
+ * larger (NULL: HOSTOFF_HOST_LIMIT or the driver refused); give one back to the pool; note that
+ * the driver refused to map a buffer onto a larger slot's prefix (exact spans from then on); the
+ * size class a new slot of `span` gets (no lock).
  * pool_device.c (eng.lock held): whether a pooled chunk of exactly `span` bytes is there; whether
  * `span` more bytes fit the budget, counting such a chunk as room; give pooled memory back until
  * `need` fits under `limit` (keeping a chunk of exactly `need`); take a chunk of `span` (its
@@ -277,6 +284,8 @@ bool ho_device_drain(void);
  * pool a chunk (false: not kept, the caller releases it). */
 struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
 void ho_host_slot_put(struct ho_host_slot *s);
+void ho_host_prefix_refused(void);
+uint64_t ho_host_class(uint64_t span, uint64_t granule);
 bool ho_cache_has(const struct ho_dev *d, uint64_t span);
 bool ho_room_for(const struct ho_dev *d, uint64_t span);
 void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit);

@@ -126,6 +126,16 @@ static void complete_evict(struct ho_transition *tr) {
         enum ho_remap r = ho_remap(m, tr->host->handle, m->dev);
         if (r == HO_REMAP_DONE)
             ho_move_cost_note(true, m->span, ho_clock_ns() - t0, eng.link_bytes_per_ns);
+        if (r == HO_REMAP_KEPT && tr->host->span > m->span) {
+            /* Rolled back, and the slot was larger than the buffer: the driver refuses to map a
+             * handle's prefix (cuda.h documents it; a driver may differ). The address still maps
+             * the device copy; slots serve exact spans from now on, and the buffer may move
+             * again, into one of its own size. */
+            atomic_store(&m->state, HO_RESIDENT);
+            ho_host_slot_put(tr->host);
+            ho_host_prefix_refused();
+            return;
+        }
         if (r != HO_REMAP_DONE) {
             /* Rolled back: the address still maps the device copy. The buffer stays put from now
              * on (pass-through for it): the driver refuses its moves. */
