@@ -28,8 +28,9 @@
  * - Hygiene: pinned bytes (held + waste + idle) stay within 1.05x of the most bytes buffers have
  *   held on the host (counting the one being placed): a new slot is made only after idle slots,
  *   least recently used first, are unpinned to that bound. That is always reachable: slots in
- *   use and the new one hold at most held + span + 2.5% of the peak + 1.6% of the span, within
- *   1.05x of the peak. So at the peak, pinned <= 1.05x what is held, rounding and idle included.
+ *   use and the new one hold at most held + span + 2.5% of the peak (the waste bound covers the
+ *   new slot's rounding too), within 1.025x of the peak; the other 2.5% is room for idle slots.
+ *   So at the peak, pinned <= 1.05x what is held, rounding and idle slots included.
  * - The order a buffer is placed in (measured: docs/policy-benchmark.md, "The host pool"):
  *   1. an idle slot of exactly its span;
  *   2. the smallest larger idle slot whose waste fits;
@@ -43,7 +44,7 @@
  *   pin a slot and 23 us/MiB to unpin one; HO_HOST_PIECES (4) bounds the calls a move makes.
  *   Making a new slot whenever the hygiene bound leaves room for one, before larger slots and
  *   pieces, was measured too, and was slower: on the generated deepseek preset (pcie5, 70% of
- *   its peak) lru took 4.30 s a step against 4.01 s, lookahead 3.56 s against 3.39 s.
+ *   its peak) lru took 4.30 s a step against 4.0 s, lookahead 3.56 s against 3.4 s.
  * - HOSTOFF_HOST_LIMIT bounds pinned bytes, idle slots included: idle slots are unpinned for it,
  *   then a rounded slot that does not fit is made at the exact size, then the eviction is refused.
  * - A driver that refuses a prefix or piece mapping (engine_move.c finds out when an eviction's
