@@ -635,6 +635,20 @@ class HostPool(Case):
         self.assertGreater(piece_maps, r.counts("evictions"), r.describe())
         self.assertFalse([b for b in r.report["buffers"] if b["pinned"]], r.describe())
 
+    def test_faults_with_pieces(self):
+        """A failure injected into the calls of moves whose host side is several slots (maps and
+        unmaps a piece at a time, one set-access over all of them, a copy per piece): the data
+        stays exact, with no hazard and no illegal access. Each run checks every word at every
+        use."""
+        nths = [7, 40] if SCALE == 1 else [7]
+        for group in ("cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemcpyAsync", "cuMemCreate"):
+            for nth in nths:
+                env = dict(self.ENV, HOSTOFF_BUDGET="80M", SIMCUDA_FAIL=f"{group}:{nth}")
+                with self.subTest(fail=env["SIMCUDA_FAIL"]):
+                    r = run("eng_pool", [2, *self.SIZES], env)
+                    self.clean(r)
+                    self.moved(r)
+
     def test_prefix_refused_falls_back(self):
         """A driver that refuses every map of part of a handle (cuMemMapPrefix, as error 1,
         CUDA_ERROR_INVALID_VALUE; more rules than the engine's retries): the eviction that tried
