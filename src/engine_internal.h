@@ -89,7 +89,9 @@ struct ho_clock {
 
 /* A managed buffer. */
 struct ho_managed {
-    uint64_t id;
+    /* The registry's id, written once after the buffer is already on eng.all (ho_engine_alloc
+     * registers it outside eng.lock), where another thread's move of it may read it: atomic. */
+    _Atomic uint64_t id;
     CUdeviceptr va;
     uint64_t size, span; /* bytes asked for; mapped (granule multiple) */
     int device;
