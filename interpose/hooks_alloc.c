@@ -9,7 +9,8 @@
 #define ENGINE_ALLOC(dptr, bytes, kind, tt, s, has_s, pt)                                          \
     do {                                                                                           \
         if (ho_offloading()) {                                                                     \
-            CUresult erc_ = ho_engine_alloc(dptr, bytes, kind);                                    \
+            struct ho_alloc_order ord_ = {(s), (pt)};                                              \
+            CUresult erc_ = ho_engine_alloc(dptr, bytes, kind, (has_s) ? &ord_ : NULL);            \
             if (erc_ == CUDA_SUCCESS) ho_trace_alloc(tt, *(dptr), s, has_s, pt);                   \
             if (erc_ != CUDA_ERROR_NOT_SUPPORTED) return erc_;                                     \
         }                                                                                          \

@@ -1,6 +1,7 @@
 /* Initialisation, fork handling and the report at exit. */
 #include "init.h"
 
+#include "framework_env.h"
 #include "log.h"
 #include "mode.h"
 #include "ending.h"
@@ -68,6 +69,7 @@ static void init_once(void) {
     pthread_atfork(NULL, NULL, after_fork_child);
     ho_log(HO_LOG_INFO, "mode %s, driver %s", ho_mode_name(mode),
            o->libcuda != NULL ? o->libcuda : "libcuda.so.1");
+    if (mode != HO_MODE_OFF) ho_framework_env_say();
     atomic_store_explicit(&ready, true, memory_order_release);
 }
 

@@ -89,7 +89,7 @@ void ho_engine_meminfo(size_t *free_bytes, size_t *total) {
          * unused part, never freer than the device really is. */
         if (*total > d->budget) *total = d->budget;
         /* Cached device memory is free as far as the application can tell: it is given up first. */
-        uint64_t held = d->resident - d->cached;
+        uint64_t held = d->resident - d->cached - d->sfree_bytes;
         uint64_t room = d->budget > held ? d->budget - held : 0;
         if (*free_bytes > room) *free_bytes = room;
     }

@@ -47,7 +47,14 @@ bool ho_engine_active(void);
 
 /* Allocates a managed buffer; returns CUDA_ERROR_NOT_SUPPORTED when the request should pass
  * through to the driver instead (too small, engine unavailable). */
-CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind);
+/* The stream a stream-ordered allocation is made on (NULL for a plain allocation): memory freed on
+ * the same stream serves it at once (engine_sfree.c). */
+struct ho_alloc_order {
+    CUstream stream;
+    bool per_thread; /* the _ptsz entry point: NULL means the per-thread stream */
+};
+CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind,
+                         const struct ho_alloc_order *order);
 /* Frees a managed buffer, stream-ordered after its queued uses (and after the work queued on
  * `stream` so far, for an asynchronous free). False when dptr is not managed: pass through. */
 bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool async);

@@ -10,8 +10,16 @@
 
 #include <stdlib.h>
 
-static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, uint64_t *stall) {
+static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, const struct ho_alloc_order *o,
+                             uint64_t *stall) {
     CUresult rc;
+    if (o != NULL && ho_sfree_take(d, m, o->stream, o->per_thread)) {
+        /* Freed on this stream: its memory serves at once, in stream order (engine_sfree.c). */
+        ho_device_bytes((int64_t)m->span);
+        goto ready;
+    }
+    /* Held for another stream, or for none: the ordinary free makes it reusable once done. */
+    if (d->sfree != NULL) ho_sfree_flush(d, m->span);
     if (eng.backend == HO_BACKEND_VMM &&
         ho_cache_take(d, m->span, &m->va, &m->dev, &m->dev_window)) {
         /* Same size as a freed buffer: its memory, still mapped and already counted as
@@ -82,7 +90,8 @@ ready:
     return CUDA_SUCCESS;
 }
 
-CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind) {
+CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind kind,
+                         const struct ho_alloc_order *order) {
     if (!eng.active || bytes < eng.min_bytes || dptr == NULL) return CUDA_ERROR_NOT_SUPPORTED;
     int device;
     if (!ho_current_device(&device))
@@ -98,7 +107,7 @@ CUresult ho_engine_alloc(CUdeviceptr *dptr, size_t bytes, enum ho_buffer_kind ki
     CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
     if (ho_dev_setup(device)) {
         m->span = (bytes + eng.granule - 1) / eng.granule * eng.granule;
-        rc = alloc_locked(&eng.dev[device], m, &stall);
+        rc = alloc_locked(&eng.dev[device], m, order, &stall);
     }
     ho_mutex_unlock(&eng.lock);
     ho_count_stall(stall);
@@ -162,7 +171,7 @@ bool ho_engine_free(CUdeviceptr dptr, CUstream stream, bool per_thread, bool asy
     }
     if (m->tr != NULL)
         m->free_requested = true;
-    else
+    else if (!async || !ho_sfree_put(m, stream, per_thread))
         ho_start_free(m);
     ho_mutex_unlock(&eng.lock);
     return true;

@@ -111,6 +111,7 @@ struct ho_managed {
     struct ho_transition *tr;  /* the move in flight, if any */
     bool pinned;
     bool free_requested;    /* freed while a move was in flight */
+    CUstream free_stream;   /* freed on this stream, its memory held for reuse (engine_sfree.c) */
     bool wanted;            /* on its device's prefetch queue, waiting for room */
     bool deferred;          /* on its device's list of planned evictions, waiting for its use */
     struct ho_clock *clock; /* recorded after its latest clocked use, on clock_stream */
@@ -182,6 +183,11 @@ struct ho_dev {
     size_t ndefer, capdefer;
     struct ho_cached *cache; /* newest first */
     uint64_t cached;         /* bytes in the cache (part of `resident`) */
+    /* Buffers freed on a stream whose memory waits for the next allocation on that stream
+     * (engine_sfree.c), newest first, linked by `next`; part of `resident`. */
+    struct ho_managed *sfree;
+    unsigned nsfree;
+    uint64_t sfree_bytes;
 };
 
 struct ho_engine {
@@ -337,6 +343,12 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
                       uint64_t *stall);
 uint64_t ho_wait_move(struct ho_managed *m);
 void ho_start_free(struct ho_managed *m);
+/* Stream-ordered reuse (engine_sfree.c), eng.lock held. put: keeps m, freed on s, for the next
+ * allocation of its span on s (false: free it as usual). take: gives m a held buffer's memory and
+ * uses when one of its span was freed on s. flush: frees the held buffers of `span` (0: all). */
+bool ho_sfree_put(struct ho_managed *m, CUstream s, bool per_thread);
+bool ho_sfree_take(struct ho_dev *d, struct ho_managed *m, CUstream s, bool per_thread);
+void ho_sfree_flush(struct ho_dev *d, uint64_t span);
 bool ho_demand_restore(struct ho_managed *m, struct ho_managed *const *protect, int nprotect);
 /* A use of several host-located buffers (eng.lock held, not capturing): the evictions that make
  * room for all of them start together, then every restore, so copies run back to back in both

@@ -85,6 +85,8 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
     HO_ASSERT_HELD(&eng.lock);
     if (d->budget == UINT64_MAX || need > d->budget)
         return need > d->budget ? HO_ROOM_NONE : HO_ROOM_OK;
+    /* Memory held for reuse on a stream goes before anything is evicted (engine_sfree.c). */
+    if (d->sfree != NULL && !ho_room_for(d, need)) ho_sfree_flush(d, 0);
     ho_cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return HO_ROOM_OVER_LIMIT; /* nothing moves meanwhile */
     ho_defer_poll(d); /* planned evictions that can start now come first */
@@ -142,6 +144,7 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
 bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     HO_ASSERT_HELD(&eng.lock);
     uint64_t before = d->resident;
+    ho_sfree_flush(d, 0);
     ho_cache_trim(d, UINT64_MAX / 2, 0); /* all of it */
     if (d->resident < before) return true;
     for (int q = HO_Q_EVICT; q < HO_NQUEUES; q++) {

@@ -165,6 +165,8 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     out->oracle_plan = plan != NULL && *plan != '\0' ? plan : NULL;
     const char *run_id = value_of(getenv_fn, HO_OPT_RUN_ID, &invalid);
     out->run_id = run_id != NULL && *run_id != '\0' ? run_id : NULL;
+    const char *fw = value_of(getenv_fn, HO_OPT_FRAMEWORK_ALLOC, &invalid);
+    out->framework_keep = enum_index(ho_option_table[HO_OPT_FRAMEWORK_ALLOC].values, fw) == 1;
     return invalid;
 }
 

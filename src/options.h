@@ -82,6 +82,7 @@ struct ho_options {
     const char *libcuda;     /* NULL: dlopen("libcuda.so.1") */
     const char *oracle_plan; /* NULL: none */
     const char *run_id;      /* NULL: none */
+    bool framework_keep;     /* HOSTOFF_FRAMEWORK_ALLOC=keep (interpose/framework_env.c) */
 };
 
 /* Parses the environment once (thread-safe) and returns the result. */

@@ -9,6 +9,7 @@
 #define HO_COUNTERS(X)                                                                             \
     X(counts, allocs)                                                                              \
     X(counts, frees)                                                                               \
+    X(counts, reused_on_stream)                                                                    \
     X(counts, launches)                                                                            \
     X(counts, copies)                                                                              \
     X(counts, memsets)                                                                             \

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 _Atomic int ho_trace_state = HO_TRACE_UNDECIDED;
-struct trace_state tr = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+struct trace_state tr = {.lock = HO_MUTEX_INITIALIZER, .fd = -1};
 
 static pthread_once_t decide_once = PTHREAD_ONCE_INIT;
 static bool forked_child;
@@ -45,8 +45,9 @@ uint64_t ho_trace_clock(void) {
 
 #define SELF_RING (sizeof tr.self_ring / sizeof tr.self_ring[0])
 
-/* Notes the self time when it has grown since the last sample (lock held). */
+/* Notes the self time when it has grown since the last sample (tr.lock held, asserted). */
 static void self_sample(void) {
+    HO_ASSERT_HELD(&tr.lock);
     uint64_t self = atomic_load_explicit(&tr.self_ns, memory_order_relaxed);
     unsigned last = (tr.self_at + SELF_RING - 1) % SELF_RING;
     if (tr.self_n > 0 && tr.self_ring[last].self == self) return;
@@ -72,6 +73,7 @@ uint64_t ho_trace_clock_at(uint64_t engine_ns) {
 }
 
 void ho_trace_fail(const char *why) {
+    HO_ASSERT_HELD(&tr.lock);
     if (atomic_load(&ho_trace_state) == HO_TRACE_OFF) return;
     atomic_store(&ho_trace_state, HO_TRACE_OFF);
     ho_log(HO_LOG_ERROR, "HOSTOFF_TRACE: %s; the trace stops here", why);
@@ -82,7 +84,7 @@ void ho_trace_fail(const char *why) {
 
 static void trace_at_exit(void) {
     if (forked_child) return;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     if (atomic_load(&ho_trace_state) == HO_TRACE_ON) {
         atomic_store(&ho_trace_state, HO_TRACE_OFF);
         ho_trace_timing_resolve(0, true, UINT64_MAX, true);
@@ -91,7 +93,7 @@ static void trace_at_exit(void) {
             ho_log(HO_LOG_ERROR, "HOSTOFF_TRACE: the trace could not be completed");
         tr.fd = -1;
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 /* A fork child records nothing: on a GPU the parent's CUDA state is unusable there, and the
@@ -100,7 +102,7 @@ static void trace_at_exit(void) {
 static void trace_fork_child(void) {
     forked_child = true;
     atomic_store(&ho_trace_state, HO_TRACE_OFF);
-    pthread_mutex_init(&tr.lock, NULL);
+    ho_mutex_reinit(&tr.lock);
     tr.fd = -1;
 }
 
@@ -183,6 +185,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 struct trec *ho_trace_append(enum trec_kind kind, uint64_t t0, const uint64_t *ids, uint32_t n) {
+    HO_ASSERT_HELD(&tr.lock);
     if (atomic_load(&ho_trace_state) != HO_TRACE_ON) return NULL;
     if (!grow((void **)&tr.rec, &tr.caprec, tr.nrec + 1, sizeof *tr.rec) ||
         !grow((void **)&tr.uses, &tr.capuses, tr.nuses + n, sizeof *tr.uses)) {
@@ -258,7 +261,7 @@ void ho_trace_alloc_slow(uint64_t t0, uint64_t ptr, CUstream s, bool has_stream,
     enum ho_buffer_kind kind = HO_BUF_DEVICE;
     uint64_t site = 0;
     if (buffer_at(ptr, &id, &size, &kind, &site) == NULL) return;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     struct trec *r = ho_trace_append(TR_ALLOC, t0, NULL, 0);
     if (r != NULL) {
         r->id = id;
@@ -271,7 +274,7 @@ void ho_trace_alloc_slow(uint64_t t0, uint64_t ptr, CUstream s, bool has_stream,
         }
         maybe_flush();
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 uint64_t ho_trace_free_id_slow(uint64_t ptr) {
@@ -283,7 +286,7 @@ uint64_t ho_trace_free_id_slow(uint64_t ptr) {
 }
 
 void ho_trace_free_slow(uint64_t t0, uint64_t id, CUstream s, bool has_stream, bool per_thread) {
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     struct trec *r = ho_trace_append(TR_FREE, t0, NULL, 0);
     if (r != NULL) {
         r->id = id;
@@ -293,7 +296,7 @@ void ho_trace_free_slow(uint64_t t0, uint64_t id, CUstream s, bool has_stream, b
         }
         maybe_flush();
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 void ho_trace_launch_begin_slow(struct ho_trace_launch *l, uint64_t t0) {
@@ -321,7 +324,7 @@ void ho_trace_launch_end_slow(struct ho_trace_launch *l, const void *func, CUstr
                               bool per_thread, CUresult rc) {
     ho_trace_timing_end(l, s, per_thread, rc == CUDA_SUCCESS);
     if (rc != CUDA_SUCCESS) return;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     struct trec *r = ho_trace_append(TR_LAUNCH, l->t0, launch_uses.id, launch_uses.n);
     if (r != NULL) {
         r->s = ho_trace_stream_num(s, per_thread);
@@ -334,7 +337,7 @@ void ho_trace_launch_end_slow(struct ho_trace_launch *l, const void *func, CUstr
         }
         maybe_flush();
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
     launch_uses.n = 0;
 }
 
@@ -348,7 +351,7 @@ void ho_trace_copy_slow(uint64_t t0, uint64_t dst, uint64_t src, uint64_t bytes,
     bool src_dev = !memset && src != 0 && buffer_at(src, &id, &size, &kind, NULL) != NULL;
     if (src_dev) ids[n++] = id;
     if (n == 0) return; /* host to host, or memory the trace does not name */
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     struct trec *r = ho_trace_append(TR_COPY, t0, ids, (uint32_t)n);
     if (r != NULL) {
         r->s = ho_trace_stream_num(s, per_thread);
@@ -358,7 +361,7 @@ void ho_trace_copy_slow(uint64_t t0, uint64_t dst, uint64_t src, uint64_t bytes,
         if (strstr(entry, "Async") == NULL) r->flags |= TRF_SYNC;
         maybe_flush();
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 static void sync_record(uint64_t t0, int stream, bool device) {
@@ -374,27 +377,27 @@ static void sync_record(uint64_t t0, int stream, bool device) {
 }
 
 void ho_trace_sync(uint64_t t0, CUstream s, bool per_thread, bool device) {
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     if (tr.capturing == 0) sync_record(t0, device ? 0 : ho_trace_stream_num(s, per_thread), device);
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 void ho_trace_event_sync(uint64_t t0, CUevent e) {
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     int stream = ho_trace_event_stream(e);
     if (stream >= 0 && tr.capturing == 0) sync_record(t0, stream, false);
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 void ho_trace_record(uint64_t t0, CUevent e, CUstream s, bool per_thread) {
     (void)t0;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     ho_trace_event_set(e, tr.capturing == 0 ? ho_trace_stream_num(s, per_thread) : -1);
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 void ho_trace_wait(uint64_t t0, CUstream s, bool per_thread, CUevent e) {
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     int on = ho_trace_event_stream(e);
     int stream = ho_trace_stream_num(s, per_thread);
     if (on >= 0 && on != stream && tr.capturing == 0) {
@@ -405,7 +408,7 @@ void ho_trace_wait(uint64_t t0, CUstream s, bool per_thread, CUevent e) {
             maybe_flush();
         }
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 void ho_trace_capture(int delta) {
@@ -419,9 +422,9 @@ void ho_trace_capture(int delta) {
 void ho_trace_step(void) {
     uint64_t t0 = ho_trace_begin();
     if (t0 == 0) return;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     if (ho_trace_append(TR_STEP, t0, NULL, 0) != NULL) maybe_flush();
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 /* ------------------------------------------------------------------ the engine's timeline */
@@ -437,7 +440,7 @@ void ho_trace_move_slow(enum ho_trace_move_kind kind, uint64_t id, uint64_t byte
                         uint64_t start_ns, bool cancelled) {
     if (kind == HO_MOVE_RESTORE && (id == 0 || id != demand_id)) kind = HO_MOVE_PREFETCH;
     if (kind == HO_MOVE_RESTORE) demand_id = 0;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     uint64_t end = ho_trace_clock();
     uint64_t start = ho_trace_clock_at(start_ns);
     if (start > end) start = end;
@@ -449,13 +452,13 @@ void ho_trace_move_slow(enum ho_trace_move_kind kind, uint64_t id, uint64_t byte
         r->ns = end - start;
         if (cancelled) r->flags |= TRF_CANCELLED;
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }
 
 void ho_trace_stall_slow(uint64_t id, uint64_t ns, enum ho_trace_move_kind waited_for) {
     if (waited_for == HO_MOVE_RESTORE && (id == 0 || id != demand_id))
         waited_for = HO_MOVE_PREFETCH;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     uint64_t end = ho_trace_clock();
     struct trec *r = ho_trace_append(TR_STALL, end > ns ? end - ns : 1, NULL, 0);
     if (r != NULL) {
@@ -463,5 +466,5 @@ void ho_trace_stall_slow(uint64_t id, uint64_t ns, enum ho_trace_move_kind waite
         r->id = id;
         r->ns = ns;
     }
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
 }

@@ -1,9 +1,11 @@
 /* The trace's state, shared by trace.c (entry points), trace_maps.c (stream, event and kernel
  * numbering), trace_timing.c (kernel durations from events) and trace_write.c (JSON lines).
- * Everything here is guarded by tr.lock unless said otherwise. */
+ * Everything here is guarded by tr.lock unless said otherwise; the functions below said to run
+ * with the lock held assert it (HO_ASSERT_HELD) in checked builds. */
 #ifndef HOSTOFF_TRACE_INTERNAL_H
 #define HOSTOFF_TRACE_INTERNAL_H
 
+#include "mutex.h"
 #include "trace.h"
 
 #include <pthread.h>
@@ -46,7 +48,7 @@ struct trec {
 };
 
 struct trace_state {
-    pthread_mutex_t lock;
+    struct ho_mutex lock;
     int fd;           /* the output file */
     struct trec *rec; /* buffered lines, oldest first */
     size_t nrec, caprec;

@@ -17,6 +17,7 @@ static char **names;                     /* kernel names, by index */
 static uint32_t nnames, capnames;
 
 int ho_trace_stream_num(CUstream s, bool per_thread) {
+    HO_ASSERT_HELD(&tr.lock);
     if (s == CU_STREAM_LEGACY || (s == NULL && !per_thread)) return 0;
     if (s == NULL || s == CU_STREAM_PER_THREAD) {
         if (my_ptds_stream == 0) my_ptds_stream = next_stream++;
@@ -30,11 +31,13 @@ int ho_trace_stream_num(CUstream s, bool per_thread) {
 }
 
 void ho_trace_event_set(CUevent e, int stream) {
+    HO_ASSERT_HELD(&tr.lock);
     if (e != NULL && !u64map_put(&events, (uintptr_t)e, (uint64_t)stream))
         ho_trace_fail("out of memory");
 }
 
 int ho_trace_event_stream(CUevent e) {
+    HO_ASSERT_HELD(&tr.lock);
     uint64_t stream;
     return e != NULL && u64map_get(&events, (uintptr_t)e, &stream) ? (int)stream : -1;
 }
@@ -42,6 +45,7 @@ int ho_trace_event_stream(CUevent e) {
 /* The name the driver gives the function, copied (the driver's string lives only as long as
  * its module), once per function. */
 uint32_t ho_trace_kernel_name(const void *func) {
+    HO_ASSERT_HELD(&tr.lock);
     if (func == NULL) return UINT32_MAX;
     uint64_t idx;
     if (u64map_get(&kernels, (uintptr_t)func, &idx)) return (uint32_t)idx;
@@ -65,5 +69,6 @@ uint32_t ho_trace_kernel_name(const void *func) {
 }
 
 const char *ho_trace_kernel_name_at(uint32_t idx) {
+    HO_ASSERT_HELD(&tr.lock);
     return idx < nnames ? names[idx] : "unknown";
 }

@@ -19,6 +19,7 @@ static CUevent *pool; /* free events, guarded by the trace lock */
 static size_t npool, cappool;
 
 static void release(CUevent e) {
+    HO_ASSERT_HELD(&tr.lock);
     if (e == NULL) return;
     if (npool == cappool) {
         size_t cap = cappool ? cappool * 2 : 256;
@@ -41,11 +42,11 @@ static CUresult record(CUevent e, CUstream s, bool per_thread) {
 void ho_trace_timing_start(struct ho_trace_launch *l, CUstream s, bool per_thread) {
     l->ev[0] = l->ev[1] = NULL;
     if (ho_real.cuEventCreate == NULL || ho_real.cuEventElapsedTime_v2 == NULL) return;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     bool room = tr.pending < MAX_TIMED;
     for (int i = 0; i < 2 && room && npool > 0; i++)
         l->ev[i] = pool[--npool];
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
     if (!room) return;
     uint64_t t = ho_trace_self_begin();
     bool ok = true;
@@ -56,10 +57,10 @@ void ho_trace_timing_start(struct ho_trace_launch *l, CUstream s, bool per_threa
     ho_trace_self_end(t);
     if (!ok) {
         /* Another context's stream, say: this launch goes untimed. */
-        pthread_mutex_lock(&tr.lock);
+        ho_mutex_lock(&tr.lock);
         release(l->ev[0]);
         release(l->ev[1]);
-        pthread_mutex_unlock(&tr.lock);
+        ho_mutex_unlock(&tr.lock);
         l->ev[0] = l->ev[1] = NULL;
     }
 }
@@ -72,10 +73,10 @@ void ho_trace_timing_end(struct ho_trace_launch *l, CUstream s, bool per_thread,
         ho_trace_self_end(t);
     }
     if (ok) return;
-    pthread_mutex_lock(&tr.lock);
+    ho_mutex_lock(&tr.lock);
     release(l->ev[0]);
     release(l->ev[1]);
-    pthread_mutex_unlock(&tr.lock);
+    ho_mutex_unlock(&tr.lock);
     l->ev[0] = l->ev[1] = NULL;
 }
 
@@ -93,6 +94,7 @@ static bool read_duration(struct trec *r, bool wait) {
 }
 
 void ho_trace_timing_resolve(int s, bool every_stream, uint64_t before, bool wait) {
+    HO_ASSERT_HELD(&tr.lock);
     if (tr.pending == 0) return;
     for (size_t i = 0; i < tr.nrec && tr.pending > 0; i++) {
         struct trec *r = &tr.rec[i];
@@ -108,6 +110,7 @@ void ho_trace_timing_resolve(int s, bool every_stream, uint64_t before, bool wai
 }
 
 void ho_trace_timing_poll(void) {
+    HO_ASSERT_HELD(&tr.lock);
     /* From the front: the flush writes nothing past the first launch still pending anyway. */
     for (size_t i = 0; i < tr.nrec && tr.pending > 0; i++) {
         struct trec *r = &tr.rec[i];

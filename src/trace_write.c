@@ -185,6 +185,7 @@ static void write_record(const struct trec *r) {
 }
 
 void ho_trace_flush(bool all) {
+    HO_ASSERT_HELD(&tr.lock);
     if (tr.fd < 0 || write_failed) return;
     if (!tr.header_done) write_header();
     size_t k = 0;

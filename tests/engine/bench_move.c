@@ -17,17 +17,25 @@
  *     Each is printed as GB/s (bytes moved per virtual ns) and as a share of the modelled link in
  *     its direction (SIMCUDA_D2H_GBPS / SIMCUDA_H2D_GBPS, 55 GB/s each by default). The
  *     application waits for the remap too, so a single move pays every fixed cost in full.
+ *     A single eviction cannot reach the link's rate under the published costs whatever the
+ *     engine does: the address must map the host copy before the move ends (an unseen use would
+ *     otherwise fault), and a host-located cuMemSetAccess alone is ~98 us + ~9 us/MiB against
+ *     the copy's ~19 us/MiB at 55 GB/s, so at most ~67% at any size (docs/simcuda.md, "Costs").
+ *  1b. Streams: eight buffers evicted together (one allocation needs the room of all eight) and
+ *     restored together (one kernel uses all eight): the engine's throughput, where the single
+ *     move is its latency; the remap of one move overlaps the copies queued behind it.
  *  2. Trains: eight buffers of each size over a budget of four, a kernel on four of them, then
  *     the other four: each launch needs four in and four out. Printed as GB/s each way and as a
  *     share of the physical limit of moving E = four buffers each way (max(E/d2h, E/h2d,
  *     2E/duplex), the design's bound): the remaps of one move overlap the copies of the next.
  *  3. Driver calls per move by kind, counted by the simulator (simcuda_calls) over the rounds
  *     after the first (the pools are full then): the steady state.
- *  4. Wall-clock ns per cuMemAlloc(4 MiB) + cuMemFree pair: through the library (a managed
- *     buffer: address range from the engine's pool, stream-ordered free) and straight to the
- *     simulator's own entry points (found with glibc's dlsym, which the library does not see), in
- *     alternating batches in one process; the median of the batches. CPU times drift on shared
- *     machines: read the ratio.
+ *  4. Wall-clock ns per cuMemAlloc(4 MiB) + cuMemFree pair, and per cuMemAllocAsync +
+ *     cuMemFreeAsync pair on one stream (what PyTorch's cudaMallocAsync backend makes per tensor):
+ * through the library (a managed buffer: address range from the engine's pool, stream-ordered free)
+ * and straight to the simulator's own entry points (found with glibc's dlsym, which the library
+ * does not see), in alternating batches in one process; the median of the batches. CPU times drift
+ * on shared machines: read the ratio.
  *
  * Environment: BENCH_MOVE_PAIRS per batch (default 2000), BENCH_MOVE_REPEAT moves per figure
  * (default 4), BENCH_MOVE_BACKEND (HOSTOFF_BACKEND of the children; default: the engine's). */
@@ -57,8 +65,9 @@
     } while (0)
 
 static const char image[] = "simcuda-module 1\nkernel bench_touch ptr ns=1000\n"
-                            "kernel bench_touch4 ptr ptr ptr ptr ns=1000\n";
-static CUfunction touch_fn, touch4_fn;
+                            "kernel bench_touch4 ptr ptr ptr ptr ns=1000\n"
+                            "kernel bench_touch8 ptr ptr ptr ptr ptr ptr ptr ptr ns=1000\n";
+static CUfunction touch_fn, touch4_fn, touch8_fn;
 
 static unsigned env_uint(const char *name, unsigned def) {
     const char *v = getenv(name);
@@ -76,6 +85,7 @@ static void setup(void) {
     CK(cuModuleLoadData(&mod, image));
     CK(cuModuleGetFunction(&touch_fn, mod, "bench_touch"));
     CK(cuModuleGetFunction(&touch4_fn, mod, "bench_touch4"));
+    CK(cuModuleGetFunction(&touch8_fn, mod, "bench_touch8"));
 }
 
 static void touch(CUdeviceptr p) {
@@ -172,6 +182,59 @@ static int child_move(unsigned mib) {
  * restores as room appears), so copies run back to back in both directions. The first two launches
  * fill the pools; the figures are those of the launches after. Prints "train MIB NS" (virtual ns
  * per launch, the mean) and a calls line. */
+static void touch8(CUdeviceptr p[8]) {
+    void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &p[7]};
+    CK(cuLaunchKernel(touch8_fn, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+}
+
+/* Child, streams of moves in one direction: eight buffers of `mib` MiB fill the budget
+ * (HOSTOFF_BUDGET = 8 * mib MiB); allocating one buffer of eight times the size evicts all eight
+ * at once (the copies queue back to back, and the remap of one overlaps the copies still queued
+ * behind it); once that buffer is freed, a kernel on all eight restores them together. This is
+ * how a policy moves when it plans (a batch of evictions, a batch of prefetches): the link's share
+ * here is the engine's throughput, where a single move is its latency. Prints "stream MIB
+ * EVICT_NS RESTORE_NS" (virtual ns for the eight, the mean). */
+static int child_stream(unsigned mib) {
+    setup();
+    uint64_t bytes = mib * MIB, evict = 0, restore = 0;
+    unsigned repeat = env_uint("BENCH_MOVE_REPEAT", 4);
+    CUdeviceptr buf[8], big;
+    for (int i = 0; i < 8; i++)
+        CK(cuMemAlloc(&buf[i], bytes));
+    touch8(buf);
+    CK(cuCtxSynchronize());
+    for (unsigned r = 0; r < 1 + repeat; r++) {
+        uint64_t t0 = simcuda_now_ns();
+        CK(cuMemAlloc(&big, 8 * bytes));
+        if (r >= 1) evict += simcuda_now_ns() - t0;
+        for (int i = 0; i < 8; i++) {
+            if (on_device(buf[i])) {
+                fprintf(stderr, "bench_move: the stream did not evict all eight buffers\n");
+                return 1;
+            }
+        }
+        touch(big);
+        CK(cuCtxSynchronize());
+        CK(cuMemFree(big));
+        CK(cuCtxSynchronize());
+        t0 = simcuda_now_ns();
+        touch8(buf);
+        if (r >= 1) restore += simcuda_now_ns() - t0;
+        CK(cuCtxSynchronize());
+        for (int i = 0; i < 8; i++) {
+            if (!on_device(buf[i])) {
+                fprintf(stderr, "bench_move: the stream did not restore all eight buffers\n");
+                return 1;
+            }
+        }
+    }
+    for (int i = 0; i < 8; i++)
+        CK(cuMemFree(buf[i]));
+    printf("stream %u %llu %llu\n", mib, (unsigned long long)(evict / repeat),
+           (unsigned long long)(restore / repeat));
+    return 0;
+}
+
 static int child_train(unsigned mib) {
     setup();
     uint64_t bytes = mib * MIB, ns = 0, before[NKINDS], after[NKINDS];
@@ -219,6 +282,19 @@ static double pairs_ns(PFN_cuMemAlloc_v3020 alloc, PFN_cuMemFree_v3020 release, 
     return (double)(wall_ns() - t0) / n;
 }
 
+/* The same pairs stream-ordered, as PyTorch's cudaMallocAsync backend makes them: one
+ * cuMemAllocAsync and one cuMemFreeAsync per tensor, on one stream. */
+static double async_pairs_ns(PFN_cuMemAllocAsync_v11020 alloc, PFN_cuMemFreeAsync_v11020 release,
+                             CUstream s, unsigned n) {
+    uint64_t t0 = wall_ns();
+    for (unsigned i = 0; i < n; i++) {
+        CUdeviceptr p;
+        CK(alloc(&p, 4 * MIB, s));
+        CK(release(p, s));
+    }
+    return (double)(wall_ns() - t0) / n;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -251,6 +327,28 @@ static int child_pairs(void) {
     qsort(eng, BATCHES, sizeof eng[0], cmp_double);
     qsort(drv, BATCHES, sizeof drv[0], cmp_double);
     printf("pairs %.0f %.0f\n", eng[BATCHES / 2], drv[BATCHES / 2]);
+    PFN_cuMemAllocAsync_v11020 drv_alloc_async =
+        (PFN_cuMemAllocAsync_v11020)(uintptr_t)real(cuda, "cuMemAllocAsync");
+    PFN_cuMemFreeAsync_v11020 drv_free_async =
+        (PFN_cuMemFreeAsync_v11020)(uintptr_t)real(cuda, "cuMemFreeAsync");
+    if (drv_alloc_async == NULL || drv_free_async == NULL) return 1;
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    async_pairs_ns(cuMemAllocAsync, cuMemFreeAsync, s, n);
+    async_pairs_ns(drv_alloc_async, drv_free_async, s, n);
+    uint64_t creates = simcuda_calls("cuMemCreate.device"), vt = simcuda_now_ns();
+    async_pairs_ns(cuMemAllocAsync, cuMemFreeAsync, s, n);
+    creates = simcuda_calls("cuMemCreate.device") - creates;
+    vt = simcuda_now_ns() - vt;
+    for (int b = 0; b < BATCHES; b++) {
+        eng[b] = async_pairs_ns(cuMemAllocAsync, cuMemFreeAsync, s, n);
+        drv[b] = async_pairs_ns(drv_alloc_async, drv_free_async, s, n);
+    }
+    CK(cuStreamSynchronize(s));
+    qsort(eng, BATCHES, sizeof eng[0], cmp_double);
+    qsort(drv, BATCHES, sizeof drv[0], cmp_double);
+    printf("async %.0f %.0f %.3f %.0f\n", eng[BATCHES / 2], drv[BATCHES / 2], (double)creates / n,
+           (double)vt / n);
     return 0;
 }
 
@@ -337,6 +435,7 @@ static void print_calls_row(unsigned mib, const char *what, unsigned moves,
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--move") == 0) return child_move((unsigned)atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "--train") == 0) return child_train((unsigned)atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "--stream") == 0) return child_stream((unsigned)atoi(argv[2]));
     if (argc == 2 && strcmp(argv[1], "--pairs") == 0) return child_pairs();
     if (argc != 3) {
         fprintf(stderr, "usage: bench_move LIBHOSTOFF SIMCUDA_DIR\n");
@@ -354,7 +453,7 @@ int main(int argc, char **argv) {
         d2h, h2d, duplex);
     static const unsigned sizes[] = {2, 16, 64, 512};
     enum { NSIZES = sizeof sizes / sizeof sizes[0] };
-    static char out[2][NSIZES][4096];
+    static char out[3][NSIZES][4096];
     for (size_t i = 0; i < NSIZES; i++) {
         char mib[16], budget[32];
         snprintf(mib, sizeof mib, "%u", sizes[i]);
@@ -370,15 +469,35 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_move: the %u MiB train child failed\n", sizes[i]);
             return 1;
         }
+        snprintf(budget, sizeof budget, "%uM", 8 * sizes[i]);
+        char *sargs[] = {"--stream", mib, NULL};
+        if (run_child(self, argv[1], argv[2], sargs, budget, out[2][i], sizeof out[2][i]) != 0) {
+            fprintf(stderr, "bench_move: the %u MiB stream child failed\n", sizes[i]);
+            return 1;
+        }
     }
     printf("\nsingle moves: the application waits for each (an allocation evicts one buffer; a "
            "launch restores it)\n");
-    printf("%8s  %22s  %22s\n", "buffer", "evict GB/s (% link)", "restore GB/s (% link)");
+    printf("%8s  %22s  %22s  %24s\n", "buffer", "evict GB/s (% link)", "restore GB/s (% link)",
+           "beyond the copy (us)");
     for (size_t i = 0; i < NSIZES; i++) {
         unsigned got;
         unsigned long long ev, re;
         if (sscanf(out[0][i], "move %u %llu %llu", &got, &ev, &re) != 3) return 1;
         double bytes = (double)sizes[i] * MIB, gev = bytes / (double)ev, gre = bytes / (double)re;
+        /* What the move took beyond its copy at the link's rate: the remap's driver calls and the
+         * waits, which a single move cannot hide. */
+        printf("%4u MiB  %12.1f (%5.1f%%)  %12.1f (%5.1f%%)  %11.0f %11.0f\n", sizes[i], gev,
+               100 * gev / d2h, gre, 100 * gre / h2d, ((double)ev - bytes / d2h) / 1e3,
+               ((double)re - bytes / h2d) / 1e3);
+    }
+    printf("\nstreams: 8 buffers leave together, then come back together (a planned batch)\n");
+    printf("%8s  %22s  %22s\n", "buffer", "evict GB/s (% link)", "restore GB/s (% link)");
+    for (size_t i = 0; i < NSIZES; i++) {
+        unsigned got;
+        unsigned long long ev, re;
+        if (sscanf(out[2][i], "stream %u %llu %llu", &got, &ev, &re) != 3) return 1;
+        double bytes = 8.0 * sizes[i] * MIB, gev = bytes / (double)ev, gre = bytes / (double)re;
         printf("%4u MiB  %12.1f (%5.1f%%)  %12.1f (%5.1f%%)   [virtual ns: %llu, %llu]\n", sizes[i],
                gev, 100 * gev / d2h, gre, 100 * gre / h2d, ev, re);
     }
@@ -412,9 +531,10 @@ int main(int argc, char **argv) {
     }
     char line[256];
     char *args[] = {"--pairs", NULL};
-    double eng, drv;
+    double eng, drv, aeng, adrv, acreates, avirt;
     if (run_child(self, argv[1], argv[2], args, NULL, line, sizeof line) != 0 ||
-        sscanf(line, "pairs %lf %lf", &eng, &drv) != 2) {
+        sscanf(line, "pairs %lf %lf async %lf %lf %lf %lf", &eng, &drv, &aeng, &adrv, &acreates,
+               &avirt) != 6) {
         fprintf(stderr, "bench_move: the allocation child failed\n");
         return 1;
     }
@@ -423,5 +543,12 @@ int main(int argc, char **argv) {
     printf("  through the engine (managed buffer) %8.0f ns\n", eng);
     printf("  straight to the simulator           %8.0f ns   (engine / simulator: %.2fx)\n", drv,
            eng / drv);
+    printf("cuMemAllocAsync(4 MiB) + cuMemFreeAsync on one stream (PyTorch's cudaMallocAsync "
+           "backend, one pair per tensor), same batches:\n");
+    printf("  through the engine (managed buffer) %8.0f ns\n", aeng);
+    printf("  straight to the simulator           %8.0f ns   (engine / simulator: %.2fx)\n", adrv,
+           aeng / adrv);
+    printf("  through the engine, per pair: %.3f device cuMemCreate, %.0f ns of virtual time\n",
+           acreates, avirt);
     return 0;
 }

@@ -256,6 +256,34 @@ class StreamOrderedFrees(Case):
         self.clean(r)
 
 
+class StreamOrderedReuse(Case):
+    """Memory freed on a stream serves the next allocation on that stream at once
+    (src/engine_sfree.c), raced against the evictions of the buffer that takes it: no hazard, the
+    data bit-exact, no early reuse on another stream, and no driver call per pair."""
+
+    def test_reuse_races_moves(self):
+        cycles = scaled(40, 8)
+        r = run("eng_sfree", [cycles], {"HOSTOFF_BUDGET": "16M"})
+        self.clean(r)
+        self.quiet(r)
+        self.moved(r)
+        m = re.fullmatch(r"reused (\d+) of (\d+)", r.line("reused"))
+        self.assertIsNotNone(m, r.out)
+        # Every phase 1 allocation took the memory freed on its stream just before.
+        self.assertEqual(int(m[1]), cycles, r.describe())
+        self.assertGreaterEqual(r.counts("reused_on_stream"), cycles + 199, r.describe())
+        # Phase 3: 200 pairs without an event, a wait or a query.
+        self.assertEqual(r.line("phase 3 calls"), "phase 3 calls 0 0 0", r.describe())
+        self.assertEqual(r.line("phase 3 same"), "phase 3 same address 200 of 200", r.describe())
+        # Y was evicted in every cycle (the four plain allocations need the whole budget).
+        self.assertGreaterEqual(r.counts("evictions"), cycles, r.describe())
+        self.assertLessEqual(r.sim["peak_device_bytes"], 16 * MIB, r.describe())
+
+    def test_same_without_library(self):
+        r = run("eng_sfree", [scaled(40, 8)], preload=False)
+        self.clean(r)
+
+
 # ------------------------------------------------------------------------------------------ 4
 class SeveralDevices(Case):
     """Two devices, each with three times the budget in managed buffers, worked at once."""

@@ -72,6 +72,8 @@ class TrainStages:
                 env_extra["HOSTOFF_BUDGET"] = f"{budget // MiB}M"
             if flags_for:
                 env_extra.update(flags_for())
+            if group in ("caching", "hostoff"):
+                env_extra["HOSTOFF_FRAMEWORK_ALLOC"] = "keep"  # the allocator the case names
             tag = name_tag(name)
             out_json = self.logs / f"{stage}-{tag}.json"
             report = self.report_path(f"{stage}-{tag}")
@@ -150,7 +152,11 @@ class TrainStages:
         """Baselines first, then the budgets, then rematerialisation: what the clock cuts last
         matters least."""
         adapter = self.kit / "libhostoff_torch.so"
+        # async: PyTorch's cudaMallocAsync backend, what the library chooses for PyTorch when the
+        # user has not (interpose/framework_env.c); caching and hostoff keep their own allocator
+        # under the library (HOSTOFF_FRAMEWORK_ALLOC=keep, train_runs).
         groups = (("caching", ["--allocator=caching"]),
+                  ("async", ["--allocator=async"]),
                   ("hostoff", ["--allocator=hostoff", f"--adapter={adapter}"]))
         cases = []
         for group, extra in groups:
@@ -160,7 +166,8 @@ class TrainStages:
             for group, extra in groups:
                 cases.append((f"{group}/budget -{frac:.0%}", group, True, frac, extra))
         for group, extra in groups:
-            cases.append((f"{group}/checkpoint", group, False, None, extra + ["--checkpoint"]))
+            if group != "async":  # rematerialisation does not depend on the allocator's view
+                cases.append((f"{group}/checkpoint", group, False, None, extra + ["--checkpoint"]))
         return cases
 
     def stage_torch(self):

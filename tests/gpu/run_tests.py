@@ -117,7 +117,7 @@ class RunnerLogic(unittest.TestCase):
         ok = k.train_runs("torch", k.torch_cases(), [])
         self.assertTrue(ok, k.rows)
         rows = self.rows(k, "torch")
-        self.assertEqual(len(rows), 10, rows)
+        self.assertEqual(len(rows), 14, rows)
         for name, r in rows.items():
             self.assertEqual(r[2], "ok", r)
             if name.endswith("no library"):
@@ -134,14 +134,14 @@ class RunnerLogic(unittest.TestCase):
                       rows["caching/budget -50%"][3])
         self.assertIn("backend vmm: host-located VMM handles supported", k.head())
         # Each case has its own timeout, its weight's share of what was left (the first, a cold
-        # framework import, weighs 1.5; the 9 others 1).
-        self.assertAlmostEqual(info["caching/no library"]["timeout_s"], 300 * 1.5 / 10.5, delta=1)
+        # framework import, weighs 1.5; the 13 others 1).
+        self.assertAlmostEqual(info["caching/no library"]["timeout_s"], 300 * 1.5 / 14.5, delta=1)
         self.assertLess(info["hostoff/checkpoint"]["timeout_s"], 300)
 
     def test_different_losses_fail(self):
         os.environ["FAKE_DIFFER"] = "1"
         k = self.kit()
-        self.assertFalse(k.train_runs("torch", k.torch_cases()[:6], []))
+        self.assertFalse(k.train_runs("torch", k.torch_cases()[:9], []))
         rows = self.rows(k, "torch")
         self.assertEqual(rows["caching/budget -50%"][2], "DIFFERS")
         self.assertIn("losses DIFFER from step 2", rows["caching/budget -50%"][3])
@@ -150,7 +150,7 @@ class RunnerLogic(unittest.TestCase):
     def test_budget_run_that_moved_nothing_fails(self):
         os.environ["FAKE_NOMOVE"] = "1"
         k = self.kit()
-        self.assertFalse(k.train_runs("torch", k.torch_cases()[:6], []))
+        self.assertFalse(k.train_runs("torch", k.torch_cases()[:9], []))
         rows = self.rows(k, "torch")
         self.assertEqual(rows["caching/library"][2], "ok")  # no budget: nothing need move
         self.assertEqual(rows["caching/budget -50%"][2], "FAILED")
@@ -160,7 +160,7 @@ class RunnerLogic(unittest.TestCase):
         """64 MiB over the budget; the report's 4 KiB pass-through buffer does not excuse it."""
         os.environ["FAKE_OVER"] = "1"
         k = self.kit()
-        self.assertFalse(k.train_runs("torch", k.torch_cases()[:6], []))
+        self.assertFalse(k.train_runs("torch", k.torch_cases()[:9], []))
         row = self.rows(k, "torch")["hostoff/budget -50%"]
         self.assertEqual(row[2], "FAILED")
         self.assertIn("PEAK OVER BUDGET", row[3])
@@ -356,7 +356,7 @@ class Rehearsal(unittest.TestCase):
         self.assertIn("3 steps", r["figures"])
         self.assertEqual(len(self.res["stages"]["torch"]["caching/library"]["losses"]), 3)
         torch = [c for (s, c) in self.status if s == "torch"]
-        self.assertEqual(len(torch), 10, torch)
+        self.assertEqual(len(torch), 14, torch)
         for case in ("caching/no library", "hostoff/library", "caching/budget -50%",
                      "caching/checkpoint", "hostoff/checkpoint"):
             self.assertEqual(self.row("torch", case)["status"], "ok", self.why())

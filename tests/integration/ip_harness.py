@@ -9,6 +9,7 @@ Builds nothing. Every path comes from the environment meson sets (tests/integrat
   IP_PROG_<NAME>     each test program        IP_FACTS         cudart13-proc-lookups.txt
   IP_SOURCE_ROOT     the source tree          IP_CUDA_INCLUDE  the CUDA headers
   IP_CUDART_PROG     the libcudart.so.13 program, empty when the toolkit has no libcudart.so.13
+  IP_FAKE_C10        a stand-in for PyTorch's libc10_cuda.so (FrameworkAlloc)
   IP_ASAN_RUNTIME    set when the build uses ASan: an ASan-built libhostoff.so can only be
                      preloaded behind the ASan runtime, so it goes first in LD_PRELOAD.
 Exit status 77 (meson's "skipped") when every test of the class was skipped.
@@ -582,6 +583,70 @@ class HookTable(Case):
         r = run("ip_launch")
         self.ok(r)
         self.assertLessEqual(set(r.report["interpose"]["hooked"]), TABLE_NAMES)
+
+
+# ---------------------------------------------------------------------------------------- 13
+FRAMEWORK_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "XLA_PYTHON_CLIENT_ALLOCATOR",
+                  "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+
+
+class FrameworkAlloc(Case):
+    """Where the user has not chosen, PyTorch and XLA allocate each buffer from the driver
+    (interpose/framework_env.c): what the process reads, and the one line that says so."""
+
+    def fw(self, env=None, torch=True, preload=True):
+        extra = {"HOSTOFF_REPORT": os.devnull}
+        extra.update(env or {})
+        full = base_env(extra, preload)
+        for k in FRAMEWORK_VARS:
+            if k not in (env or {}):
+                full.pop(k, None)
+        args = [prog("ip_framework")] + ([E["IP_FAKE_C10"]] if torch else [])
+        proc = subprocess.run(args, env=full, capture_output=True, text=True, timeout=TIMEOUT)
+        r = Run(proc, None, None)
+        r.cmd = " ".join(args)
+        self.ok(r)
+        seen = {}
+        for l in r.lines("env "):
+            _, name, value = l.split(" ", 2)
+            seen[name] = value
+        return r, seen
+
+    def said(self, r):
+        return [l for l in r.hostoff_lines() if "PYTORCH_CUDA_ALLOC_CONF" in l]
+
+    def test_unset_gets_per_buffer(self):
+        r, seen = self.fw()
+        self.assertEqual(seen["PYTORCH_CUDA_ALLOC_CONF"], "backend:cudaMallocAsync")
+        self.assertEqual(seen["XLA_PYTHON_CLIENT_ALLOCATOR"], "platform")
+        self.assertEqual(seen["XLA_PYTHON_CLIENT_PREALLOCATE"], "false")
+        said = self.said(r)
+        self.assertEqual(len(said), 1, r.err)
+        self.assertIn("HOSTOFF_FRAMEWORK_ALLOC=keep", said[0])
+
+    def test_plain_cuda_program_is_not_told_about_pytorch(self):
+        r, seen = self.fw(torch=False)
+        self.assertEqual(seen["PYTORCH_CUDA_ALLOC_CONF"], "backend:cudaMallocAsync")
+        self.quiet(r)
+
+    def test_user_choice_kept(self):
+        r, seen = self.fw({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+        self.assertEqual(seen["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True")
+        self.assertEqual(self.said(r), [])
+        r, seen = self.fw({"PYTORCH_ALLOC_CONF": "max_split_size_mb:64"})
+        self.assertEqual(seen["PYTORCH_CUDA_ALLOC_CONF"], "(unset)")
+        self.assertEqual(seen["PYTORCH_ALLOC_CONF"], "max_split_size_mb:64")
+        r, seen = self.fw({"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"})
+        self.assertEqual(seen["XLA_PYTHON_CLIENT_ALLOCATOR"], "(unset)")
+        self.assertEqual(seen["XLA_PYTHON_CLIENT_PREALLOCATE"], "(unset)")
+
+    def test_keep_off_and_not_preloaded_leave_all_alone(self):
+        for env, preload in (({"HOSTOFF_FRAMEWORK_ALLOC": "keep"}, True),
+                             ({"HOSTOFF_MODE": "off"}, True), ({}, False)):
+            r, seen = self.fw(env, preload=preload)
+            for k in FRAMEWORK_VARS[:4]:
+                self.assertEqual(seen[k], "(unset)", f"{k} under {env} preload={preload}")
+            self.quiet(r)
 
 
 def family_file(fam):

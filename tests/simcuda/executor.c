@@ -266,12 +266,23 @@ static void call_kernel(void *arg) {
     k->body(k->params);
 }
 
+#define COPY_SEGMENTS 64
+
 struct copy_call {
     struct sim_copy_op *c;
+    int nseg; /* -1: the whole copy; else only these stretches (holecopy.c punched the rest) */
+    struct sim_copy_segment seg[COPY_SEGMENTS];
 };
 
 static void call_copy(void *arg) {
-    struct sim_copy_op *c = ((struct copy_call *)arg)->c;
+    struct copy_call *call = arg;
+    struct sim_copy_op *c = call->c;
+    if (call->nseg >= 0) {
+        for (int i = 0; i < call->nseg; i++)
+            memmove((unsigned char *)c->dst + call->seg[i].at,
+                    (const unsigned char *)c->src + call->seg[i].at, call->seg[i].bytes);
+        return;
+    }
     const unsigned char *src = c->staging != NULL ? c->staging : c->src;
     if (c->height <= 1) {
         memmove(c->dst, src, c->bytes);
@@ -443,7 +454,8 @@ void sim_op_run(struct sim_op *op, uint64_t *start) {
         else
             sim.stats.bytes_d2d += total;
         if (sim.cfg.data == SIM_DATA_FULL) {
-            struct copy_call call = {c};
+            struct copy_call call = {.c = c};
+            call.nseg = sim_holecopy_plan(c, call.seg, COPY_SEGMENTS);
             if (!sim_run_unlocked(call_copy, &call)) op->failed = true;
         }
         break;

@@ -17,6 +17,7 @@ uint64_t sim_alloc_va_size(uint64_t size) {
 
 void sim_lookup(uint64_t addr, struct sim_lookup *out) {
     memset(out, 0, sizeof *out);
+    out->fd = -1;
     struct sim_range *r = sim_range_find(addr);
     if (r == NULL) return;
     out->range = r;

@@ -364,6 +364,8 @@ struct sim_lookup {
     enum sim_loc loc;
     bool mapped;                         /* accessible from the device */
     uint64_t mapping_base, mapping_size; /* the extent of the mapping (or allocation) */
+    int fd;             /* the memfd behind a VMM mapping of addr, else -1 (holecopy.c) */
+    uint64_t fd_offset; /* addr's offset in it */
 };
 
 /* Registry of ranges, sorted by base. Caller holds sim.lock. */
@@ -377,6 +379,14 @@ CUmemoryPool sim_pool_default(int device);
 void sim_pool_forget(struct sim_range *r);
 /* Classifies addr for the device (lock held). */
 void sim_lookup(uint64_t addr, struct sim_lookup *out);
+
+/* Copies that keep holes (holecopy.c): a stretch of a copy's source, from its start. */
+struct sim_copy_segment {
+    uint64_t at, bytes;
+};
+/* Lock held, full data mode: punches the destination where the source is a hole and returns the
+ * stretches (at most cap) the caller must still copy, or -1 when the copy must be made whole. */
+int sim_holecopy_plan(const struct sim_copy_op *c, struct sim_copy_segment *seg, int cap);
 
 /* The memory behind a VMM handle (physfd.c): a memfd and its home mapping, which carries the page
  * tables from one whole mapping of the handle to the next (NULL while a mapping holds it). */

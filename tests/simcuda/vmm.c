@@ -403,4 +403,6 @@ void sim_vmm_lookup(struct sim_range *r, uint64_t addr, struct sim_lookup *out) 
     out->mapping_size = m->size;
     out->loc = m->phys->device_located ? SIM_LOC_DEVICE : SIM_LOC_HOST;
     out->mapped = m->access != CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    out->fd = m->phys->mem.fd;
+    out->fd_offset = m->offset + (addr - m->base);
 }
