@@ -191,7 +191,8 @@ void ho_engine_fork_child(void) {
     eng.all = NULL;
     eng.host_pool = NULL;
     eng.va_pool = NULL;
-    eng.host_used = eng.host_pooled = eng.host_peak_used = 0;
+    eng.host_used = eng.host_waste = eng.host_pooled = eng.host_peak_used = 0;
+    eng.host_exact = false;
     atomic_store(&eng.inflight, 0);
     atomic_store(&eng.moving, 0);
     atomic_store(&eng.capturing, 0);

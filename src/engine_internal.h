@@ -44,12 +44,24 @@
 enum ho_state { HO_RESIDENT, HO_EVICTING, HO_HOST, HO_RESTORING };
 
 /* Pinned host memory: a host-located handle, mapped for the device at its own window address so
- * copies can reach it. Kept in a pool by size once its buffer no longer needs it. */
+ * copies can reach it. Kept in a pool once its buffer no longer needs it. A buffer on the host
+ * holds one slot, or up to HO_HOST_PIECES chained in address order: its address maps each one's
+ * first `held` bytes in turn (the whole slot but for the last, which may be a prefix; pool_host.c
+ * says why). */
+#define HO_HOST_PIECES 4
 struct ho_host_slot {
     CUmemGenericAllocationHandle handle; /* uvm backend: unused */
     CUdeviceptr window;
     uint64_t span;
-    struct ho_host_slot *next;
+    uint64_t held;             /* bytes of its buffer it holds; 0 while idle */
+    struct ho_host_slot *next; /* idle: the pool's list; in use: the buffer's next piece */
+};
+
+/* What an address range maps, in address order: piece i is the first len[i] bytes of h[i]. */
+struct ho_layout {
+    int n;
+    CUmemGenericAllocationHandle h[HO_HOST_PIECES];
+    uint64_t len[HO_HOST_PIECES];
 };
 
 struct ho_transition;
@@ -77,7 +89,9 @@ struct ho_clock {
 
 /* A managed buffer. */
 struct ho_managed {
-    uint64_t id;
+    /* The registry's id, written once after the buffer is already on eng.all (ho_engine_alloc
+     * registers it outside eng.lock), where another thread's move of it may read it: atomic. */
+    _Atomic uint64_t id;
     CUdeviceptr va;
     uint64_t size, span; /* bytes asked for; mapped (granule multiple) */
     int device;
@@ -201,8 +215,11 @@ struct ho_engine {
     int npend, pend_launches;
     CUstream pend_stream;
     struct ho_dev *pend_dev;
-    uint64_t host_used, host_pooled;
+    uint64_t host_used;      /* bytes buffers hold on the host (their spans) */
+    uint64_t host_waste;     /* slot bytes in use beyond those spans (pool_host.c) */
+    uint64_t host_pooled;    /* idle slot bytes */
     uint64_t host_peak_used; /* the most host_used has been (pool_host.c's hygiene bound) */
+    bool host_exact;         /* the driver refused a prefix mapping: slots serve exact spans */
     struct ho_host_slot *host_pool;
     struct va_range *va_pool;
 };
@@ -266,16 +283,22 @@ enum ho_remap { HO_REMAP_DONE, HO_REMAP_KEPT, HO_REMAP_LOST };
 int ho_peers_of(int device, CUmemAccessDesc *desc);
 bool ho_map_rw(struct ho_dev *d, CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h,
                int device);
-enum ho_remap ho_remap(struct ho_managed *m, CUmemGenericAllocationHandle to,
-                       CUmemGenericAllocationHandle from);
+enum ho_remap ho_remap(struct ho_managed *m, const struct ho_layout *to,
+                       const struct ho_layout *from);
+/* One handle mapped whole (span bytes); unmapping a layout's pieces from va, each retried. */
+struct ho_layout ho_layout_one(CUmemGenericAllocationHandle h, uint64_t span);
+void ho_unmap_layout(CUdeviceptr va, const struct ho_layout *l);
 /* Waits, each retried and then widened (event -> its stream -> the device); false when the
  * driver refused them all: the work is not known to be done (context current). */
 bool ho_event_wait(CUevent e, CUstream s);
 bool ho_stream_drain(CUstream s);
 bool ho_device_drain(void);
 
-/* pool_host.c (eng.lock held): a pinned host slot of `span` bytes (NULL: HOSTOFF_HOST_LIMIT or
- * the driver refused); give one back to the pool.
+/* pool_host.c (eng.lock held): pinned host slots for a buffer of `span` bytes, one or a chain of
+ * pieces (NULL: HOSTOFF_HOST_LIMIT or the driver refused); give a chain back to the pool; the
+ * layout a chain maps at the buffer's address; whether it is one slot mapped whole (else a
+ * prefix or pieces); note that the driver refused a mapping of the other kind (one exact slot per
+ * buffer from then on); the size class a new slot of `span` gets (no lock).
  * pool_device.c (eng.lock held): whether a pooled chunk of exactly `span` bytes is there; whether
  * `span` more bytes fit the budget, counting such a chunk as room; give pooled memory back until
  * `need` fits under `limit` (keeping a chunk of exactly `need`); take a chunk of `span` (its
@@ -283,6 +306,10 @@ bool ho_device_drain(void);
  * pool a chunk (false: not kept, the caller releases it). */
 struct ho_host_slot *ho_host_slot_get(struct ho_dev *d, uint64_t span);
 void ho_host_slot_put(struct ho_host_slot *s);
+struct ho_layout ho_host_layout(const struct ho_host_slot *s);
+bool ho_host_one_whole(const struct ho_host_slot *s);
+void ho_host_layout_refused(void);
+uint64_t ho_host_class(uint64_t span, uint64_t granule);
 bool ho_cache_has(const struct ho_dev *d, uint64_t span);
 bool ho_room_for(const struct ho_dev *d, uint64_t span);
 void ho_cache_trim(struct ho_dev *d, uint64_t need, uint64_t limit);

@@ -63,7 +63,14 @@ bool ho_start_evict(struct ho_managed *m) {
     ho_barrier(m, HO_Q_EVICT);
     CUresult rc;
     if (eng.backend == HO_BACKEND_VMM) {
-        rc = ho_real.cuMemcpyDtoDAsync_v2(tr->host->window, m->va, m->span, d->stream[HO_Q_EVICT]);
+        /* Into each piece's window, its own bytes of the buffer (pool_host.c): m->span in all. */
+        uint64_t off = 0;
+        rc = CUDA_SUCCESS;
+        for (struct ho_host_slot *p = tr->host; p != NULL && rc == CUDA_SUCCESS; p = p->next) {
+            rc = ho_real.cuMemcpyDtoDAsync_v2(p->window, m->va + off, p->held,
+                                              d->stream[HO_Q_EVICT]);
+            off += p->held;
+        }
     } else {
         CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST};
         rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, host, 0, d->stream[HO_Q_EVICT]);
@@ -123,9 +130,20 @@ static void complete_evict(struct ho_transition *tr) {
     }
     if (eng.backend == HO_BACKEND_VMM) {
         uint64_t t0 = ho_clock_ns();
-        enum ho_remap r = ho_remap(m, tr->host->handle, m->dev);
+        struct ho_layout to = ho_host_layout(tr->host), from = ho_layout_one(m->dev, m->span);
+        enum ho_remap r = ho_remap(m, &to, &from);
         if (r == HO_REMAP_DONE)
             ho_move_cost_note(true, m->span, ho_clock_ns() - t0, eng.link_bytes_per_ns);
+        if (r == HO_REMAP_KEPT && !ho_host_one_whole(tr->host)) {
+            /* Rolled back, and the buffer was to map a slot's prefix or several slots: the
+             * driver refuses those (cuda.h documents both; a driver may differ). The address
+             * still maps the device copy; each buffer takes one slot of its exact span from now
+             * on, and this one may move again. */
+            atomic_store(&m->state, HO_RESIDENT);
+            ho_host_slot_put(tr->host);
+            ho_host_layout_refused();
+            return;
+        }
         if (r != HO_REMAP_DONE) {
             /* Rolled back: the address still maps the device copy. The buffer stays put from now
              * on (pass-through for it): the driver refuses its moves. */
@@ -171,7 +189,8 @@ static void complete_restore(struct ho_transition *tr) {
     bool ok = atomic_load(&m->state) == HO_RESTORING;
     if (ok && eng.backend == HO_BACKEND_VMM) {
         uint64_t t0 = ho_clock_ns();
-        enum ho_remap r = ho_remap(m, tr->dev, m->host->handle);
+        struct ho_layout to = ho_layout_one(tr->dev, m->span), from = ho_host_layout(m->host);
+        enum ho_remap r = ho_remap(m, &to, &from);
         if (r == HO_REMAP_DONE)
             ho_move_cost_note(false, m->span, ho_clock_ns() - t0, eng.link_bytes_per_ns);
         if (r != HO_REMAP_DONE) {
@@ -223,9 +242,15 @@ static void complete_free(struct ho_transition *tr) {
         d->cached += m->span;
         ho_device_bytes(-(int64_t)m->span);
     } else if (eng.backend == HO_BACKEND_VMM) {
-        if (m->host != NULL) ho_host_slot_put(m->host);
+        bool mapped = true;
+        if (m->host != NULL) { /* its address maps host slots: unmapped a piece at a time */
+            struct ho_layout l = ho_host_layout(m->host);
+            ho_unmap_layout(m->va, &l);
+            ho_host_slot_put(m->host);
+            mapped = false;
+        }
         if (m->dev_window != 0) ho_range_drop(m->dev_window, m->span, 0, true);
-        ho_range_drop(m->va, m->span, m->dev, true);
+        ho_range_drop(m->va, m->span, m->dev, mapped);
     } else {
         ho_real.cuMemFree_v2(m->va);
     }

@@ -17,7 +17,7 @@ void ho_device_bytes(int64_t delta) {
 
 void ho_note_host_peak(void) {
     HO_ASSERT_HELD(&eng.lock);
-    ho_peak(&ho_stats.bytes_peak_host, eng.host_used + eng.host_pooled);
+    ho_peak(&ho_stats.bytes_peak_host, eng.host_used + eng.host_waste + eng.host_pooled);
 }
 
 static bool protected_buf(const struct ho_managed *m, struct ho_managed *const *protect, int n) {

@@ -5,8 +5,18 @@
  *
  * Where entries come from: a freed resident buffer (its handle, mapped at the buffer's address,
  * plus the copy window it may have), and a completed eviction (its handle, mapped at the window it
- * was restored through, or at one given to it then, once). Entries are kept by exact size: a
- * handle can only be mapped whole (cuMemMap's offset must be zero, cuda.h 13).
+ * was restored through, or at one given to it then, once). Entries are kept by exact size.
+ *
+ * Why not size classes, larger chunks or pieces, as the host pool has (pool_host.c): device
+ * bytes are the budget. A chunk larger than its buffer holds budget nobody uses, and every such
+ * byte is one more that must leave and come back at the peak. And the calls it would save are
+ * cheap: measured with tools/bench_pool.py (docs/policy-benchmark.md, "The host pool"), the
+ * device-located creates and releases left per step are charged 14-98 ms of a 3-6 s step (30 us
+ * and 23 us each; their window maps about as much again: at most ~5% of a step, on the moe-4k
+ * recording, ~1% on the generated presets), while rounding to the host pool's classes (up to
+ * 1.6%) at 70% of the generated deepseek's 110 GB peak would take up to 1.2 GB of budget: ~22 ms
+ * more copying each way per step over PCIe Gen5. Kept exact; a per-workload measurement of a
+ * rounded device pool is left to do.
  *
  * The budget: pooled bytes count as resident (they are device memory) and are the first thing
  * given up under pressure, before any buffer is evicted; d->cached says how many there are.

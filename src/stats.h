@@ -23,6 +23,8 @@
     X(counts, unknown_layout_launches)                                                             \
     X(counts, unattributed_uses)                                                                   \
     X(counts, escaped_handles)                                                                     \
+    X(counts, host_pins)                                                                           \
+    X(counts, host_unpins)                                                                         \
     X(bytes, to_host)                                                                              \
     X(bytes, to_device)                                                                            \
     X(bytes, peak_device)                                                                          \

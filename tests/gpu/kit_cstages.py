@@ -484,6 +484,15 @@ class CStages:
                 figs += vals
                 parts.append(call + " " + "/".join(num(v, ".0f") for v in vals))
             self.row("vmm", f"us per call, {loc} 2/64/512 MiB", status(figs), ", ".join(parts))
+        # What the host pool relies on (src/pool_host.c): facts, whatever the driver answers;
+        # a refused prefix or piece mapping makes the engine fall back to exact slots.
+        for loc in ("DEVICE", f.get("host_location")):
+            if not loc or loc == "none":
+                continue
+            got = [f.get(f"map_{k}_{loc}") for k in ("prefix", "prefix_data", "offset", "pieces")]
+            self.row("vmm", f"cuMemMap of part of a handle, {loc}", status(got),
+                     f"prefix {got[0] or 'n/a'} (bytes {got[1] or 'n/a'}), offset != 0 "
+                     f"{got[2] or 'n/a'}, pieces in one range {got[3] or 'n/a'}")
         self.row("vmm", "kernel read GB/s",
                  status([f.get("read_gbps_device")]),
                  f"device {num(f.get('read_gbps_device'), '.0f')}, host VMM mapping "

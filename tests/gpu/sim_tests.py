@@ -269,6 +269,13 @@ class VmmFactsSim(unittest.TestCase):
         self.assertEqual(f["create_HOST"], "CUDA_SUCCESS")
         self.assertEqual(f["host_location"], "HOST")
         self.assertEqual(f["granularity_min_DEVICE"], 2 * MiB)
+        # cuMemMap of part of a handle, as the simulator plays cuda.h 13's rules.
+        self.assertIn("cuMemMap of part of a handle", r.out)
+        for loc in ("DEVICE", "HOST"):
+            self.assertEqual(f[f"map_prefix_{loc}"], "CUDA_SUCCESS")
+            self.assertEqual(f[f"map_prefix_data_{loc}"], "same")
+            self.assertEqual(f[f"map_offset_{loc}"], "CUDA_ERROR_INVALID_VALUE")
+            self.assertEqual(f[f"map_pieces_{loc}"], "CUDA_SUCCESS")
         for k in ("us_create_DEVICE_2MiB", "us_unmap_HOST_64MiB", "read_gbps_host_vmm",
                   "copy_gbps_h2d", "copy_gbps_d2h", "copy_gbps_both_sum", "copy_gbps_evict",
                   "copy_gbps_evict_restore_sum", "us_hostalloc_2MiB", "us_freehost_64MiB",

@@ -2,8 +2,10 @@
  * (--sections, any of them, in this order):
  *
  *   facts   device attributes; a 2 MiB cuMemCreate at each location (DEVICE, HOST, HOST_NUMA)
- *           and each location's allocation granularity (minimum / recommended). Always runs:
- *           the others need the host location it finds.
+ *           and each location's allocation granularity (minimum / recommended); what cuMemMap
+ *           does with part of a handle (a prefix, a non-zero offset, pieces side by side), on
+ *           the device and the host location. Always runs: the others need the host location
+ *           it finds.
  *   calls   the per-call cost (median wall time) of cuMemCreate, cuMemMap, cuMemSetAccess,
  *           cuMemUnmap and cuMemRelease at 2, 64 and 512 MiB, for device- and host-located handles
  *   bw      kernel read bandwidth from device memory, from a host-located VMM mapping (what a
@@ -158,6 +160,88 @@ static const CUmemAccessDesc *device_access(void) {
 /* The location host buffers use: HOST, else HOST_NUMA, else 0 (none works). */
 static CUmemLocationType host_loc;
 
+/* ------------------------------------------------------------------ mapping facts */
+
+/* What the engine's host pool (src/pool_host.c) relies on, asked of the driver for one location:
+ * a mapping of a handle's first granule only (a prefix; cuda.h 13 documents "offset + size must
+ * be less than the size of the memory allocation"), whether it reads and writes the handle's
+ * first bytes, whether a non-zero offset is refused ("currently must be zero"), and two handles
+ * mapped side by side in one reservation with one cuMemSetAccess over both (pieces), each then
+ * unmapped on its own. Each answer is a fact in the JSON (map_prefix_<LOC>, map_prefix_data_<LOC>,
+ * map_offset_<LOC>, map_pieces_<LOC>): whatever the driver says is recorded, none is a failure.
+ * The engine needs no answer in advance: a refused prefix or piece mapping makes it fall back to
+ * one exact slot per buffer at run time. */
+static bool same_bytes(CUdeviceptr a, CUdeviceptr b) {
+    unsigned char x[64], y[64];
+    return cuMemcpyDtoH(x, a, 64) == CUDA_SUCCESS && cuMemcpyDtoH(y, b, 64) == CUDA_SUCCESS &&
+           memcmp(x, y, 64) == 0;
+}
+
+static void mapping_facts(CUmemLocationType loc) {
+    CUmemAllocationProp p = prop_for(loc), pd = prop_for(CU_MEM_LOCATION_TYPE_DEVICE);
+    size_t g = 2 * KIT_MIB, gh = 0, gd = 0; /* the address must suit both locations */
+    if (cuMemGetAllocationGranularity(&gh, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == 0 && gh > g)
+        g = gh;
+    if (cuMemGetAllocationGranularity(&gd, &pd, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == 0 && gd > g)
+        g = gd;
+    char key[64];
+    CUmemGenericAllocationHandle h = 0, h2 = 0;
+    CUdeviceptr whole = 0, part = 0; /* part: 3 granules, for the prefix and the pieces */
+    CUresult rc = cuMemCreate(&h, 2 * g, &p, 0);
+    if (rc == CUDA_SUCCESS) rc = cuMemCreate(&h2, g, &p, 0);
+    if (rc == CUDA_SUCCESS) rc = cuMemAddressReserve(&whole, 2 * g, 0, 0, 0);
+    if (rc == CUDA_SUCCESS) rc = cuMemAddressReserve(&part, 3 * g, 0, 0, 0);
+    if (rc == CUDA_SUCCESS) rc = cuMemMap(whole, 2 * g, 0, h, 0);
+    if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(whole, 2 * g, device_access(), 1);
+    if (rc == CUDA_SUCCESS) rc = cuMemsetD8(whole, 0x11, g);
+    if (rc == CUDA_SUCCESS) rc = cuMemsetD8(whole + g, 0x33, g);
+    if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
+    snprintf(key, sizeof key, "map_setup_%s", loc_name(loc));
+    jstr(key, kit_rc_name(rc));
+    if (rc == CUDA_SUCCESS) {
+        /* The prefix: the handle's first granule. A write through it must land in the handle's
+         * first bytes, not in its second granule. */
+        CUresult pre = cuMemMap(part, g, 0, h, 0);
+        if (pre == CUDA_SUCCESS) pre = cuMemSetAccess(part, g, device_access(), 1);
+        const char *data = "differ";
+        if (pre == CUDA_SUCCESS && same_bytes(part, whole) &&
+            cuMemsetD8(part, 0x22, 64) == CUDA_SUCCESS && cuCtxSynchronize() == CUDA_SUCCESS &&
+            same_bytes(part, whole) && !same_bytes(whole + g, part))
+            data = "same";
+        if (pre == CUDA_SUCCESS) cuMemUnmap(part, g);
+        /* A non-zero offset: the handle's second granule. */
+        CUresult off = cuMemMap(part, g, g, h, 0);
+        if (off == CUDA_SUCCESS) cuMemUnmap(part, g);
+        /* Pieces: h whole, then h2 right after it, one cuMemSetAccess over both; each unmapped
+         * on its own. */
+        bool m1 = false, m2 = false;
+        CUresult pcs = cuMemMap(part, 2 * g, 0, h, 0);
+        m1 = pcs == CUDA_SUCCESS;
+        if (pcs == CUDA_SUCCESS) m2 = (pcs = cuMemMap(part + 2 * g, g, 0, h2, 0)) == CUDA_SUCCESS;
+        if (pcs == CUDA_SUCCESS) pcs = cuMemSetAccess(part, 3 * g, device_access(), 1);
+        if (pcs == CUDA_SUCCESS) pcs = cuMemsetD8(part + 2 * g, 0x44, g);
+        if (pcs == CUDA_SUCCESS) pcs = cuCtxSynchronize();
+        CUresult u1 = m1 ? cuMemUnmap(part, 2 * g) : CUDA_SUCCESS;
+        if (m2) cuMemUnmap(part + 2 * g, g);
+        if (pcs == CUDA_SUCCESS) pcs = u1;
+        printf("%-34s %-28s %-8s %-28s %s\n", loc_name(loc), kit_rc_name(pre),
+               pre == CUDA_SUCCESS ? data : "n/a", kit_rc_name(off), kit_rc_name(pcs));
+        snprintf(key, sizeof key, "map_prefix_%s", loc_name(loc));
+        jstr(key, kit_rc_name(pre));
+        snprintf(key, sizeof key, "map_prefix_data_%s", loc_name(loc));
+        if (pre == CUDA_SUCCESS) jstr(key, data);
+        snprintf(key, sizeof key, "map_offset_%s", loc_name(loc));
+        jstr(key, kit_rc_name(off));
+        snprintf(key, sizeof key, "map_pieces_%s", loc_name(loc));
+        jstr(key, kit_rc_name(pcs));
+    }
+    if (whole != 0) cuMemUnmap(whole, 2 * g);
+    if (whole != 0) cuMemAddressFree(whole, 2 * g);
+    if (part != 0) cuMemAddressFree(part, 3 * g);
+    if (h != 0) cuMemRelease(h);
+    if (h2 != 0) cuMemRelease(h2);
+}
+
 /* ------------------------------------------------------------------------- facts */
 
 static void section_facts(void) {
@@ -215,6 +299,10 @@ static void section_facts(void) {
         if (g2 == CUDA_SUCCESS) jnum(key, (double)grec);
     }
     jstr("host_location", host_loc ? loc_name(host_loc) : "none");
+    printf("\n%-34s %-28s %-8s %-28s %s\n", "cuMemMap of part of a handle", "prefix", "bytes",
+           "offset != 0", "pieces");
+    mapping_facts(CU_MEM_LOCATION_TYPE_DEVICE);
+    if (host_loc != 0) mapping_facts(host_loc);
 }
 
 /* ------------------------------------------------------------------------- calls */

@@ -31,6 +31,7 @@ static const char *const fault_points[] = {
     "cuMemCreate",
     "cuMemRelease",
     "cuMemMap",
+    "cuMemMapPrefix", /* cuMemMap calls that map less than the whole handle */
     "cuMemUnmap",
     "cuMemSetAccess",
     "cuMemAddressReserve",

@@ -236,17 +236,22 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     sim_bill(SIM_COST_MEM_MAP, handle_where(handle, &handle_bytes), size);
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
-    /* The address must be granule-aligned too (mmap alone would take any page). */
-    if (flags != 0 || size == 0 || size % SIM_GRANULE != 0 || offset % SIM_GRANULE != 0 ||
-        ptr % SIM_GRANULE != 0)
+    /* The address must be granule-aligned too (mmap alone would take any page). The offset
+     * "currently must be zero" (cuda.h 13, cuMemMap's offset parameter): the driver maps a handle
+     * from its first byte only, so the simulator refuses any other offset as the documented
+     * driver does. A prefix (size below the handle's: "offset + size must be less than the size
+     * of the memory allocation") is legal. */
+    if (flags != 0 || size == 0 || size % SIM_GRANULE != 0 || offset != 0 || ptr % SIM_GRANULE != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = sim_fail_check("cuMemMap")) != CUDA_SUCCESS) return rc;
+    /* The fault point of prefix mappings alone: a test plays a driver that refuses them. */
+    if (size < handle_bytes && (rc = sim_fail_check("cuMemMapPrefix")) != CUDA_SUCCESS) return rc;
     sim_lock();
     struct sim_phys *p = phys_from_handle(handle);
     struct sim_range *r = sim_range_find(ptr);
     rc = CUDA_ERROR_INVALID_VALUE;
     if (p == NULL || p->handle_refs == 0 || r == NULL || r->kind != SIM_R_RESERVED) goto out;
-    if (ptr + size > r->base + r->size || offset + size > p->size) goto out;
+    if (ptr + size > r->base + r->size || size > p->size) goto out; /* past the handle */
     for (struct sim_mapping *m = r->maps; m != NULL; m = m->next)
         if (ptr < m->base + m->size && m->base < ptr + size) goto out; /* already mapped */
     struct sim_mapping *m = calloc(1, sizeof *m);

@@ -431,6 +431,18 @@ static int child_fail_engine_points(void *arg) {
     C_OK(cuMemRelease(h));
     C_EXPECT(X, cuMemAddressFree(va, gran));
     C_OK(cuMemAddressFree(va, gran));
+    /* cuMemMapPrefix counts only the maps of less than a whole handle. */
+    CUmemGenericAllocationHandle big;
+    CUdeviceptr pv = 0;
+    C_OK(cuMemCreate(&big, 2 * gran, &prop, 0));
+    C_OK(cuMemAddressReserve(&pv, 2 * gran, 0, 0, 0));
+    C_OK(cuMemMap(pv, 2 * gran, 0, big, 0)); /* the whole handle: not a prefix */
+    C_OK(cuMemUnmap(pv, 2 * gran));
+    C_EXPECT(X, cuMemMap(pv, gran, 0, big, 0));
+    C_OK(cuMemMap(pv, gran, 0, big, 0));
+    C_OK(cuMemUnmap(pv, gran));
+    C_OK(cuMemRelease(big));
+    C_OK(cuMemAddressFree(pv, 2 * gran));
     C_EXPECT(X, cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL));
     C_OK(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL));
     CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
@@ -450,7 +462,8 @@ static void test_fail_engine_points(void **state) {
         "cuStreamWaitEvent:1:999,cuEventQuery:1:999,cuEventSynchronize:1:999,"
         "cuStreamSynchronize:1:999,cuCtxSynchronize:1:999,cuMemGetAllocationGranularity:1:999,"
         "cuMemAddressReserve:1:999,cuMemRelease:1:999,cuMemAddressFree:1:999,"
-        "cuMemAllocManaged:1:999,cuMemPrefetchAsync:1:999,cuMemFree:1:999,cuEventDestroy:1:999",
+        "cuMemAllocManaged:1:999,cuMemPrefetchAsync:1:999,cuMemFree:1:999,cuEventDestroy:1:999,"
+        "cuMemMapPrefix:1:999",
         NULL};
     run_in_child(child_fail_engine_points, NULL, env);
 }

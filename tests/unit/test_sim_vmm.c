@@ -121,8 +121,13 @@ static int c_lifecycle(void) {
     const CUdeviceptr m = va + 2 * MiB;
     CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemMap(va + 4096, 4 * MiB, 0, h, 0));    /* unaligned */
     CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemMap(va + 6 * MiB, 4 * MiB, 0, h, 0)); /* past the end */
-    CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemMap(m, 4 * MiB, 2 * MiB, h, 0)); /* past the handle */
+    CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemMap(va, 6 * MiB, 0, h, 0)); /* past the handle */
+    /* The offset "currently must be zero" (cuda.h 13): any other is refused, even within it. */
+    CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemMap(m, 2 * MiB, 2 * MiB, h, 0));
     CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemMap(m, MiB, 0, h, 0));
+    /* A prefix (offset 0, less than the handle) is legal at every location. */
+    CHK_OK(cuMemMap(va, 2 * MiB, 0, h, 0));
+    CHK_OK(cuMemUnmap(va, 2 * MiB));
     CHK_OK(cuMemMap(m, 4 * MiB, 0, h, 0));
     CHK_CU(CUDA_ERROR_INVALID_VALUE, cuMemMap(va, 4 * MiB, 0, h, 0)); /* overlaps */
 
@@ -239,7 +244,7 @@ static int c_shared_bytes(void) {
     CUdeviceptr a = reserve(4 * MiB), b = reserve(4 * MiB), c = reserve(2 * MiB);
     CHK_OK(cuMemMap(a, 4 * MiB, 0, h, 0));
     CHK_OK(cuMemMap(b, 4 * MiB, 0, h, 0));
-    CHK_OK(cuMemMap(c, 2 * MiB, 2 * MiB, h, 0)); /* the handle's second half */
+    CHK_OK(cuMemMap(c, 2 * MiB, 0, h, 0)); /* a prefix: the handle's first half */
     set_access(a, 4 * MiB, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     set_access(b, 4 * MiB, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     set_access(c, 2 * MiB, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
@@ -248,16 +253,16 @@ static int c_shared_bytes(void) {
     fill(a, 77, 4 * MiB / 4, NULL);
     CHK_OK(cuCtxSynchronize());
     CHK(memcmp((void *)(uintptr_t)a, (void *)(uintptr_t)b, 4 * MiB) == 0);
-    CHK(memcmp((void *)(uintptr_t)(a + 2 * MiB), (void *)(uintptr_t)c, 2 * MiB) == 0);
+    CHK(memcmp((void *)(uintptr_t)a, (void *)(uintptr_t)c, 2 * MiB) == 0);
     CHK_EQ(device_hash(b, 4 * MiB, NULL), fnv((void *)(uintptr_t)a, 4 * MiB));
     fill(c + 8, 0xfeedu, 1, NULL);
     CHK_OK(cuCtxSynchronize());
-    CHK_EQ(*(const uint32_t *)(uintptr_t)(a + 2 * MiB + 8), 0xfeedu);
-    CHK_EQ(*(const uint32_t *)(uintptr_t)(b + 2 * MiB + 8), 0xfeedu);
+    CHK_EQ(*(const uint32_t *)(uintptr_t)(a + 8), 0xfeedu);
+    CHK_EQ(*(const uint32_t *)(uintptr_t)(b + 8), 0xfeedu);
     size_t before_unmap = free_bytes();
     CHK_OK(cuMemUnmap(a, 4 * MiB));
     CHK_OK(cuMemUnmap(c, 2 * MiB));
-    CHK_EQ(*(const uint32_t *)(uintptr_t)(b + 2 * MiB + 8), 0xfeedu);
+    CHK_EQ(*(const uint32_t *)(uintptr_t)(b + 8), 0xfeedu);
     CHK_EQ(free_bytes(), before_unmap);
     CHK_OK(cuMemUnmap(b, 4 * MiB)); /* the last mapping: the memory goes */
     CHK_EQ(free_bytes(), before_unmap + 4 * MiB);
