@@ -292,23 +292,37 @@ static void test_c2c_file(void **state) {
  * issued second is timed at its direction's duplex rate for the overlap (copy.c), sized to take
  * 1 ms at SIMCUDA_H2D_DUPLEX_GBPS / SIMCUDA_D2H_DUPLEX_GBPS (20 and 40 here: not the 35:53 split
  * of SIMCUDA_DUPLEX_GBPS, which they win over, nor 55 alone). */
+/* Two streams released at one instant: both wait for event g, recorded on a gate stream after
+ * 100 us of work, so what the caller queues on them starts together; e is the caller's. */
+struct gated {
+    CUstream s1, s2;
+    CUevent g, e;
+};
+
+static struct gated gated_pair(void) {
+    struct gated p;
+    CUstream gate;
+    CHK_OK(cuStreamCreate(&gate, CU_STREAM_NON_BLOCKING));
+    CHK_OK(cuStreamCreate(&p.s1, CU_STREAM_NON_BLOCKING));
+    CHK_OK(cuStreamCreate(&p.s2, CU_STREAM_NON_BLOCKING));
+    CHK_OK(cuEventCreate(&p.g, 0));
+    CHK_OK(cuEventCreate(&p.e, 0));
+    wait_for(100000, gate);
+    CHK_OK(cuEventRecord(p.g, gate));
+    CHK_OK(cuStreamWaitEvent(p.s1, p.g, 0));
+    CHK_OK(cuStreamWaitEvent(p.s2, p.g, 0));
+    return p;
+}
+
 static uint64_t second_of_pair(bool up_second) {
     const uint64_t up = 20000000, down = 40000000; /* 1 ms at 20 and at 40 GB/s */
     CUdeviceptr d;
     void *pinned;
     CHK_OK(cuMemAlloc(&d, up + down));
     CHK_OK(cuMemHostAlloc(&pinned, up + down, 0));
-    CUstream gate, s1, s2;
-    CUevent g, e;
-    CHK_OK(cuStreamCreate(&gate, CU_STREAM_NON_BLOCKING));
-    CHK_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    CHK_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    CHK_OK(cuEventCreate(&g, 0));
-    CHK_OK(cuEventCreate(&e, 0));
-    wait_for(100000, gate);
-    CHK_OK(cuEventRecord(g, gate));
-    CHK_OK(cuStreamWaitEvent(s1, g, 0));
-    CHK_OK(cuStreamWaitEvent(s2, g, 0));
+    struct gated gp = gated_pair();
+    CUstream s1 = gp.s1, s2 = gp.s2;
+    CUevent g = gp.g, e = gp.e;
     if (up_second) {
         CHK_OK(cuMemcpyDtoHAsync((char *)pinned + up, d + up, down, s1));
         CHK_OK(cuMemcpyHtoDAsync(d, pinned, up, s2));
@@ -399,17 +413,9 @@ static int c_zerocopy(void) {
 
     /* It shares the host-to-device direction with copies: behind a copy released at the same
      * instant, its bytes move after the copy's. */
-    CUstream gate, s1, s2;
-    CUevent g, e;
-    CHK_OK(cuStreamCreate(&gate, CU_STREAM_NON_BLOCKING));
-    CHK_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    CHK_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    CHK_OK(cuEventCreate(&g, 0));
-    CHK_OK(cuEventCreate(&e, 0));
-    wait_for(100000, gate);
-    CHK_OK(cuEventRecord(g, gate));
-    CHK_OK(cuStreamWaitEvent(s1, g, 0));
-    CHK_OK(cuStreamWaitEvent(s2, g, 0));
+    struct gated gp = gated_pair();
+    CUstream s1 = gp.s1, s2 = gp.s2;
+    CUevent g = gp.g, e = gp.e;
     CHK_OK(cuMemcpyHtoDAsync(dev, pinned, MiB, s1));
     uint64_t ns = 1000;
     void *args[] = {&va, &va, &ns};
