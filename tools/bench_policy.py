@@ -79,6 +79,10 @@ def breakdown(hostoff, trace, budget, policy, link, steps, tmp):
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return None
+    # The link's nominal rates each way, as this replay ran it (the presets live in one table,
+    # tools/sim_costs.c, and the replay says which it used).
+    r = json.loads(out.stdout)
+    rate = {"evict": r["d2h_gbps"], "restore": r["h2d_gbps"], "prefetch": r["h2d_gbps"]}
     launches, calls, other = [], [], []
     with open(rec, encoding="utf-8") as f:
         f.readline()
@@ -110,9 +114,8 @@ def breakdown(hostoff, trace, budget, policy, link, steps, tmp):
                 k = {"evict": "evictions", "restore": "demand restores",
                      "prefetch": "prefetches"}[e["e"]]
                 f[k] = f.get(k, 0) + 1e6 / n  # a count, shown as is
-                gbps = LINK_GBPS[link][1 if e["e"] == "evict" else 0]
                 k = "link d2h" if e["e"] == "evict" else "link h2d"
-                f[k] = f.get(k, 0) + e["bytes"] / gbps / n
+                f[k] = f.get(k, 0) + e["bytes"] / rate[e["e"]] / n
         return f
 
     return window(0), window(max(0, steps - 3))

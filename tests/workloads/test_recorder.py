@@ -274,6 +274,31 @@ class Stored(unittest.TestCase):
                 self.assertEqual(launches, sum(s["launches"] for s in rec["per_step"]), f)
                 os.unlink(plain)
 
+    def test_benchmark_breakdown(self):
+        """tools/bench_policy.py --breakdown (the policy benchmark's account of where a step goes)
+        on the smallest recording: a row per policy, each step's time split so that the link's
+        busy time comes from the rates the replay itself ran at (a benchmark prints figures; this
+        checks that it still runs against the replay's output, not what the figures are)."""
+        hostoff = os.environ.get("RC_HOSTOFF")
+        if not hostoff:
+            self.skipTest("RC_HOSTOFF not set")
+        build = os.path.dirname(os.path.dirname(hostoff))
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_policy.py"),
+                              build, "--breakdown", "--only", "resnet50.tensor", "--budget",
+                              "70%", "--link", "pcie5"], capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = {l.split()[0]: l.split()[1:] for l in out.stdout.splitlines()
+                if l.strip().split(" ")[0] in ("lru", "lookahead", "oracle")}
+        self.assertEqual(sorted(rows), ["lookahead", "lru", "oracle"], out.stdout)
+        for policy, cells in rows.items():
+            step = float(cells[0].split("/")[0])
+            link_d2h = float(cells[8].split("/")[0])
+            evictions = float(cells[10].split("/")[0])
+            self.assertGreater(step, 0, policy)
+            self.assertGreater(evictions, 0, policy)  # 70% of the peak: something must leave
+            self.assertGreater(link_d2h, 0, policy)
+
 
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else None
