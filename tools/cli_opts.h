@@ -37,6 +37,7 @@ extern const size_t cli_nsubcommands;
  * sets SIMCUDA_COSTS (cmd_run.c). */
 size_t run_opts(const struct cli_opt **out);
 extern const struct cli_opt run_costs_opt;
+extern const struct cli_opt run_no_baseline_opt;
 
 /* "--name ARG" then the help, wrapped, indented; the default and the variable after it. */
 void cli_opts_help(FILE *f, const struct cli_opt *o, size_t n);

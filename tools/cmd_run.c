@@ -41,6 +41,14 @@ const struct cli_opt run_costs_opt = {
     "its step without offload; checked first",
     "SIMCUDA_COSTS"};
 
+/* Nor does this one: it only changes what hostoff itself does after COMMAND ends. */
+const struct cli_opt run_no_baseline_opt = {
+    "no-baseline", "", "",
+    "do not replay the recorded traces with no budget to measure the step without offload (the "
+    "verdict then uses the steps before the first move, where there are any); for a quick answer "
+    "on a long trace",
+    NULL};
+
 static void usage(FILE *f) {
     const struct cli_opt *o;
     size_t n = run_opts(&o);
@@ -58,6 +66,7 @@ static void usage(FILE *f) {
             DEFAULT_REPORT);
     cli_opts_help(f, o, n);
     cli_opts_help(f, &run_costs_opt, 1);
+    cli_opts_help(f, &run_no_baseline_opt, 1);
 }
 
 /* ------------------------------------------------------------------------- environment */
@@ -247,7 +256,7 @@ static size_t find_outputs(const char *pattern, long pid, const struct timespec 
 
 static void summarise(const char *cmd, int status, const char *report_pattern,
                       const char *trace_pattern, long pid, const struct timespec *since,
-                      const char *run_id) {
+                      const char *run_id, bool baseline) {
     if (status >= 128)
         cli_error("%s ended by signal %d (exit status %d)", cmd, status - 128, status);
     else
@@ -303,7 +312,7 @@ static void summarise(const char *cmd, int status, const char *report_pattern,
                       a);
         }
         /* The verdict, per process, as the page and hostoff report --json give it. */
-        prof_measure_baseline(ps, n);
+        if (baseline) prof_measure_baseline(ps, n);
         for (size_t i = 0; i < n; i++) {
             struct verdict v;
             verdict_make(&ps[i], &v);
@@ -336,6 +345,7 @@ int cmd_run(int argc, char **argv) {
     size_t nopts = run_opts(&opts);
     const char *given[HO_OPT_COUNT] = {0};
     const char *costs = NULL;
+    bool baseline = true;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -350,6 +360,10 @@ int cmd_run(int argc, char **argv) {
         if (strncmp(a, "--", 2) != 0) break; /* COMMAND */
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+        if (strcmp(name, "no-baseline") == 0) {
+            baseline = false;
+            continue;
+        }
         if (len == 5 && strncmp(name, "costs", 5) == 0) {
             if (eq == NULL && i + 1 >= argc) {
                 cli_error("run: --costs needs a value (FILE)");
@@ -459,6 +473,6 @@ int cmd_run(int argc, char **argv) {
     fflush(NULL);
     int status = run_child(cmd, env.v);
     if (status < 0) return 1;
-    summarise(cmd[0], status, report, trace, (long)child_pid, &since, run_id);
+    summarise(cmd[0], status, report, trace, (long)child_pid, &since, run_id, baseline);
     return status;
 }

@@ -117,6 +117,7 @@ void man_write(FILE *f) {
     para(f, "Options, each setting the variable named (--name VALUE or --name=VALUE):");
     options(f, ro, nro);
     options(f, &run_costs_opt, 1);
+    options(f, &run_no_baseline_opt, 1);
 
     command(f, "report");
     para(f, "Renders reports (HOSTOFF_REPORT) and traces (HOSTOFF_TRACE), either or both, as a "

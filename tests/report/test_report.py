@@ -249,9 +249,11 @@ class Docs(unittest.TestCase):
         self.assertTrue(rows)
         h = help_options(hostoff("run", "--help").stdout)
         names = [v[len("HOSTOFF_"):].lower().replace("_", "-") for v, _ in rows]
-        # One per row, and --costs, which sets the simulator's SIMCUDA_COSTS (tools/cmd_run.c).
-        self.assertEqual(sorted(h), sorted(names + ["costs"]))
+        # One per row, --costs, which sets the simulator's SIMCUDA_COSTS, and --no-baseline,
+        # which sets nothing: it is hostoff run's own (tools/cmd_run.c).
+        self.assertEqual(sorted(h), sorted(names + ["costs", "no-baseline"]))
         self.assertIn("[SIMCUDA_COSTS, default unset]", h["costs"][1])
+        self.assertNotIn("HOSTOFF_", h["no-baseline"][1])
         for (var, default), name in zip(rows, names):
             self.assertIn(f"[{var}, default {default or 'unset'}]", h[name][1], name)
 

@@ -123,6 +123,22 @@ class Verdict(unittest.TestCase):
         self.assertIn("32.0 ms without", self.r.stderr)
         self.assertRegex(self.r.stderr, r"loss +mostly ")
 
+    def test_no_baseline_skips_the_replay_and_says_so(self):
+        """--no-baseline: the same run, no replay with no budget; the terminal says the slowdown
+        was not measured rather than printing one, and everything else is as before."""
+        with tempfile.TemporaryDirectory() as d:
+            r = run(d, *prog(8, 256, 6),
+                    opts=("--budget", "1G", "--policy", "lru", "--trace", "t.jsonl",
+                          "--no-baseline"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIsNone(slowdown_of(r.stderr), r.stderr)
+        self.assertRegex(r.stderr, r"slowdown +not measured")
+        self.assertNotIn("without (a replay", r.stderr)
+        # The same moves as the run with the replay (virtual time: the same on any machine).
+        moved = [l for l in self.r.stderr.splitlines() if "moved " in l and " back (" in l]
+        self.assertEqual(len(moved), 1, self.r.stderr)
+        self.assertIn(moved[0], r.stderr)
+
     def test_json_page_and_terminal_agree(self):
         v = json.loads(self.rep.stdout.splitlines()[0])["verdict"]
         page, text = page_verdict(self.html)
