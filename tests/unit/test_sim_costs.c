@@ -292,6 +292,19 @@ static void test_c2c_file(void **state) {
  * issued second is timed at its direction's duplex rate for the overlap (copy.c), sized to take
  * 1 ms at SIMCUDA_H2D_DUPLEX_GBPS / SIMCUDA_D2H_DUPLEX_GBPS (20 and 40 here: not the 35:53 split
  * of SIMCUDA_DUPLEX_GBPS, which they win over, nor 55 alone). */
+/* A fresh host-located handle of `bytes`, mapped read-write for the device at a new
+ * reservation (*h: the handle, for the caller to unmap and release). */
+static CUdeviceptr host_mapped(uint64_t bytes, CUmemGenericAllocationHandle *h) {
+    CUdeviceptr va;
+    CHK_OK(cuMemAddressReserve(&va, bytes, 0, 0, 0));
+    CUmemAllocationProp p = prop_at(CU_MEM_LOCATION_TYPE_HOST);
+    CHK_OK(cuMemCreate(h, bytes, &p, 0));
+    CHK_OK(cuMemMap(va, bytes, 0, *h, 0));
+    CUmemAccessDesc d = rw_device();
+    CHK_OK(cuMemSetAccess(va, bytes, &d, 1));
+    return va;
+}
+
 /* Two streams released at one instant: both wait for event g, recorded on a gate stream after
  * 100 us of work, so what the caller queues on them starts together; e is the caller's. */
 struct gated {
@@ -387,14 +400,8 @@ static int c_zerocopy(void) {
     CHK_OK(cuModuleLoadData(&mod, "simcuda-module 1\nkernel two_use ptr ptr u64 ns=param:2\n"));
     CHK_OK(cuModuleGetFunction(&g_two_use, mod, "two_use"));
     const uint64_t bytes = 4 * MiB;
-    CUdeviceptr va;
-    CHK_OK(cuMemAddressReserve(&va, bytes, 0, 0, 0));
-    CUmemAllocationProp p = prop_at(CU_MEM_LOCATION_TYPE_HOST);
     CUmemGenericAllocationHandle h;
-    CHK_OK(cuMemCreate(&h, bytes, &p, 0));
-    CHK_OK(cuMemMap(va, bytes, 0, h, 0));
-    CUmemAccessDesc d = rw_device();
-    CHK_OK(cuMemSetAccess(va, bytes, &d, 1));
+    CUdeviceptr va = host_mapped(bytes, &h);
     void *pinned;
     CHK_OK(cuMemHostAlloc(&pinned, MiB, 0));
     CUdeviceptr dev;
@@ -484,14 +491,8 @@ static int c_timeline(void) {
     CHK_OK(cuMemAlloc(&a, bytes));
     CHK_OK(cuMemAlloc(&b, bytes));
     for (int step = 0; step < 4; step++) {
-        CUdeviceptr va;
-        CHK_OK(cuMemAddressReserve(&va, bytes, 0, 0, 0));
-        CUmemAllocationProp p = prop_at(CU_MEM_LOCATION_TYPE_HOST);
         CUmemGenericAllocationHandle h;
-        CHK_OK(cuMemCreate(&h, bytes, &p, 0));
-        CHK_OK(cuMemMap(va, bytes, 0, h, 0));
-        CUmemAccessDesc d = rw_device();
-        CHK_OK(cuMemSetAccess(va, bytes, &d, 1));
+        CUdeviceptr va = host_mapped(bytes, &h);
         CHK_OK(cuMemcpyDtoDAsync(va, a, bytes, s1)); /* out: device to host */
         CHK_OK(cuMemcpyDtoDAsync(b, va, bytes, s2)); /* in: host to device */
         use_for(va, 3000, s2);
