@@ -1,105 +1,9 @@
 /* The lookahead policy (see lookahead.h for what it does and why). */
-#include "lookahead.h"
+#include "lookahead_internal.h"
 #include "plan.h"
-#include "u64map.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define HIST_BITS      17 /* launches remembered: periods up to 128 Ki launches */
-#define HIST           (1u << HIST_BITS)
-#define CTX            8 /* launches of context that identify a point in the step */
-#define CTX_BITS       18
-#define MARGIN         2            /* launches of slack on top of a round trip */
-#define ROLE_BIT       (1ull << 63) /* keys of buffers named by their role within the step */
-#define MISMATCH_LIMIT 4            /* launches off the pattern before the period is dropped */
-#define MIN_PERIOD     8            /* shorter repeats are loops inside a step, not steps */
-#define TRUST          0.9          /* share of uses two steps must share to be trusted */
-#define INNER_LIMIT    128 /* a period that held this many times was the step, not a loop in it */
-#define MAX_DOUBLINGS  4  /* late restores double a role's lead (or transfer estimate) this often */
-#define RETIME_STEPS   32 /* kernel durations are measured again after this many steps */
-/* The plan keeps 1/RESERVE_SHARE of the budget back for moves in flight. A sweep of 6 (the
- * earlier value), 10, 12, 16 and 32 on the tuning set (resnet50 and gpt2-1k, both views, 70%,
- * both links; docs/policy-benchmark.md) chose 10: with 6 the plan moved 1.4x the excess a step
- * on resnet50.tensor, with 32 the moves in flight overran the budget into demand restores. */
-#define RESERVE_SHARE 10
-
-/* A 64-bit finaliser: role keys, plan keys and contexts from several words. */
-static uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
-/* One use in a step: at position pos, the buffer with key. */
-struct use {
-    uint32_t pos;
-    uint64_t key;
-    uint64_t bytes;
-};
-
-/* What the last complete step looked like. */
-struct pattern {
-    struct use *uses; /* sorted by key, then position */
-    size_t n;
-    struct u64map first;   /* key -> index of its first use in `uses` */
-    uint32_t *sched_start; /* prefetch schedule: keys to restore at each position (CSR) */
-    uint64_t *sched;
-    struct u64map evict_at; /* (key, position) -> 1: evict after this use (planned gaps) */
-    struct u64map life;     /* role key -> born << 32 | dies: positions it was allocated before and
-                             * freed before (dies = the period: lived past the step's end) */
-    bool valid;
-    bool trusted; /* the step before looked the same: predictions are worth acting on */
-};
-
-struct ho_lookahead {
-    unsigned lead0;
-    uint64_t launches;              /* launches seen */
-    uint64_t hist[HIST];            /* function of each recent launch */
-    uint64_t *ctx_last;             /* context hash -> launch index + 1 */
-    uint64_t candidate, confirmed;  /* period detection */
-    uint64_t period, anchor, steps; /* anchor: launch index where a step began */
-    uint64_t mismatches;
-    uint64_t inner; /* the longest run a shorter period held before breaking: a loop in a step */
-    uint64_t held;  /* launches the current period has matched */
-    uint64_t pos;   /* the position of the last launch within the step */
-    bool marker_mode;
-    uint64_t last_marker;    /* launch index of the last marker + 1 */
-    uint64_t step_allocs;    /* allocations in the step `alloc_step` so far */
-    uint64_t alloc_step;     /* the step (window) those allocations belong to */
-    uint64_t first_alloc;    /* launches into this step before its first allocation */
-    bool aligned;            /* steps begin where the loop allocates (or at markers) */
-    struct u64map key_of;    /* buffer id -> key */
-    struct u64map serial_of; /* buffer id -> its allocation serial: its key once a role proves
-                              * wrong (rekey_roles) */
-    struct u64map id_of;     /* key -> live buffer id */
-    struct u64map late;      /* key -> how many times its restores were late (doublings) */
-    uint64_t *dur;          /* measured device time of each position of the step, ns (0: not yet) */
-    uint64_t dur_period;    /* the period `dur` is for */
-    double link;            /* host-to-device bytes per ns (0: unknown) */
-    uint64_t move_fixed;    /* fixed driver time of a round trip, ns (0: none) */
-    bool timing;            /* this step's launches should be timed */
-    uint64_t timed_at;      /* the step when timing last began */
-    struct u64map bytes_of; /* buffer id -> bytes */
-    struct u64map site_count; /* (site, size) -> allocations this step (generation << 32 | count) */
-    struct u64map born, dies; /* role key -> launches seen when it was allocated / freed, + 1 */
-    uint64_t alloc_gen;       /* bumped when a step's allocations start afresh */
-    uint64_t budget;          /* device bytes buffers may keep (UINT64_MAX: none) */
-    /* What the engine names by address (a buffer's id, a launch's function, an allocation
-     * site's return addresses) differs from run to run (address-space randomisation, heap
-     * reuse under threads). Keys, hashes and every order the plan breaks ties by are made from
-     * these ordinals instead, numbered by first appearance: the same event stream gives the
-     * same decisions every time, whatever the addresses (tests/unit/test_lookahead.c). */
-    struct u64map sig_ord;  /* launch signature -> ordinal + 1 */
-    struct u64map site_ord; /* allocation site -> ordinal + 1 */
-    uint64_t nsig, nsite;
-    uint64_t serial; /* allocations seen: a buffer that outlives steps is keyed by it */
-    struct use *rec; /* this step's uses, as they happen */
-    size_t nrec, caprec;
-    struct pattern pat;
-};
 
 struct ho_lookahead *ho_la_create(unsigned lead0) {
     struct ho_lookahead *la = calloc(1, sizeof *la);
@@ -107,6 +11,7 @@ struct ho_lookahead *ho_la_create(unsigned lead0) {
     la->lead0 = lead0 ? lead0 : 1;
     la->ctx_last = calloc(1u << CTX_BITS, sizeof *la->ctx_last);
     la->budget = UINT64_MAX;
+    la->history = la_history_create(); /* none: the first pattern comes a step later */
     /* The maps start empty (zeroed) and grow on their first puts; a put that finds no memory
      * only forgets an entry, which costs a decision, never correctness. */
     if (la->ctx_last == NULL) {
@@ -150,6 +55,7 @@ void ho_la_destroy(struct ho_lookahead *la) {
     u64map_free(&la->pat.evict_at);
     u64map_free(&la->pat.life);
     free(la->rec);
+    la_history_destroy(la->history);
     free(la);
 }
 
@@ -190,16 +96,16 @@ void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t 
             if (la->step_allocs == 0) la->first_alloc = into % la->period;
         }
         if (la->step_allocs == 0) la->alloc_gen++; /* the per-site counts start afresh */
-        uint64_t kind = mix(site * 0x9E3779B97F4A7C15ull ^ bytes) | 1, v = 0, n = 0;
+        uint64_t kind = la_kind(site, bytes), v = 0, n = 0;
         if (u64map_get(&la->site_count, kind, &v) && (v >> 32) == (la->alloc_gen & 0xffffffffu))
             n = v & 0xffffffffu;
         u64map_put(&la->site_count, kind, (la->alloc_gen & 0xffffffffu) << 32 | (n + 1));
-        key = ROLE_BIT | (mix(kind ^ n * 0xC2B2AE3D27D4EB4Full) >> 1);
+        key = la_role_key(kind, n);
         la->step_allocs++;
-        if (key == ROLE_BIT) key |= 1;
         u64map_put(&la->born, key, la->launches + 1);
         u64map_del(&la->dies, key);
     }
+    if (la->period == 0 && !la->marker_mode) la_history_alloc(la, id, la->serial, site, bytes);
     u64map_put(&la->key_of, id, key);
     u64map_put(&la->serial_of, id, la->serial);
     u64map_put(&la->id_of, key, id);
@@ -210,6 +116,9 @@ void ho_la_free(struct ho_lookahead *la, uint64_t id) {
     uint64_t key, live;
     if (!u64map_get(&la->key_of, id, &key)) return;
     if (key & ROLE_BIT) u64map_put(&la->dies, key, la->launches + 1);
+    uint64_t serial;
+    if (la->period == 0 && !la->marker_mode && u64map_get(&la->serial_of, id, &serial))
+        la_history_free(la, serial);
     u64map_del(&la->key_of, id);
     u64map_del(&la->serial_of, id);
     u64map_del(&la->bytes_of, id);
@@ -358,7 +267,7 @@ out:
 }
 
 /* The step that ran launches [end - period, end) is complete: it becomes the pattern. */
-static void close_step(struct ho_lookahead *la, uint64_t end) {
+void la_close_step(struct ho_lookahead *la, uint64_t end) {
     struct pattern *p = &la->pat;
     uint64_t period = la->period;
     if (la->nrec == 0 || period == 0) goto reset;
@@ -409,7 +318,7 @@ reset:
     la->nrec = 0;
 }
 
-static void record(struct ho_lookahead *la, uint32_t pos, uint64_t key, uint64_t bytes) {
+void la_record(struct ho_lookahead *la, uint32_t pos, uint64_t key, uint64_t bytes) {
     if (la->nrec == la->caprec) {
         size_t cap = la->caprec ? la->caprec * 2 : 4096;
         struct use *n = realloc(la->rec, cap * sizeof *n);
@@ -460,6 +369,7 @@ static void drop_period(struct ho_lookahead *la) {
     la->mismatches = 0;
     la->nrec = 0;
     pattern_clear(&la->pat);
+    la_history_reset(la); /* what follows is recorded afresh, for the next period */
 }
 
 /* Learns the period from the launch sequence (when no markers say it). Each launch's context
@@ -503,6 +413,7 @@ static void detect(struct ho_lookahead *la, uint64_t func) {
             la->aligned = false;
             la->nrec = 0;
             la->held = 0;
+            la_prime(la, i);
             return;
         } else {
             return;
@@ -528,7 +439,7 @@ void ho_la_step(struct ho_lookahead *la) {
         la->anchor = i;
         la->aligned = true;
         if (la->nrec > 0) {
-            close_step(la, i);
+            la_close_step(la, i);
             la->steps++;
         }
         la->step_allocs = 0;
@@ -536,10 +447,33 @@ void ho_la_step(struct ho_lookahead *la) {
     }
 }
 
+/* Steps now begin `shift` launches later than the window just recorded began (where the loop
+ * first allocates): the launches from there on are the first part of the step now under way, and
+ * their uses are kept, at their positions in it; the ones before belong to the step before and
+ * are dropped. The first pattern is then a whole step, a step sooner than if the window's record
+ * were dropped. The kept buffers' roles hold: nothing was allocated before the shift, so each
+ * one's count from the window's start is its count from the step's. */
+static void keep_realigned(struct ho_lookahead *la, uint32_t shift) {
+    size_t kept = 0;
+    for (size_t k = 0; k < la->nrec; k++)
+        if (la->rec[k].pos >= shift) {
+            la->rec[kept] = la->rec[k];
+            la->rec[kept++].pos -= shift;
+        }
+    la->nrec = kept;
+}
+
 void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, size_t n,
                   struct ho_policy_actions *out) {
     out->nevict = out->nrestore = 0;
     func = ordinal(&la->sig_ord, &la->nsig, func);
+    if (la->period == 0 && !la->marker_mode && la->history != NULL)
+        for (size_t k = 0; k < n; k++) {
+            uint64_t serial, bytes = 1;
+            if (!u64map_get(&la->serial_of, ids[k], &serial)) continue;
+            u64map_get(&la->bytes_of, ids[k], &bytes);
+            la_history_use(la, serial, bytes);
+        }
     if (!la->marker_mode) detect(la, func);
     uint64_t i = la->launches++;
     if (la->period == 0 || i < la->anchor) return;
@@ -551,13 +485,13 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
              * buffer's whole life falls within one step. This window's record is dropped. */
             la->anchor += la->first_alloc;
             la->aligned = true;
-            la->nrec = 0;
+            keep_realigned(la, (uint32_t)la->first_alloc);
             la->step_allocs = 0;
             la->alloc_step = UINT64_MAX;
             pos = (uint32_t)((i - la->anchor) % period);
         } else {
             la->aligned = true;
-            close_step(la, i);
+            la_close_step(la, i);
             la->steps++;
         }
     }
@@ -568,7 +502,7 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
         uint64_t bytes = 1, planned;
         if (!u64map_get(&la->key_of, ids[k], &key)) continue;
         u64map_get(&la->bytes_of, ids[k], &bytes);
-        record(la, pos, key, bytes);
+        la_record(la, pos, key, bytes);
         if (p->trusted && u64map_get(&p->evict_at, evict_key(key, pos), &planned) &&
             out->nevict < HO_LA_MAX_ACTIONS)
             out->evict[out->nevict++] = ids[k];

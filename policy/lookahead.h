@@ -8,7 +8,9 @@
  *   launch and adopted once it has held for a whole period, and dropped when the sequence stops
  *   repeating. A period that breaks after holding for a while was a loop inside the step (a
  *   model's identical layers): only longer candidates count afterwards. Step markers, when the
- *   engine sees them, fix the period directly.
+ *   engine sees them, fix the period directly. The launches that proved a period are a whole
+ *   step: until a period is known the policy keeps the recent allocations, frees and uses, and
+ *   at adoption plans from the last whole step at once (lookahead_history.c).
  * - Identity across steps: a buffer allocated inside a step is named by its allocation site, its
  *   size and its order among the step's allocations of that site and size, so the activations a
  *   framework allocates afresh each step map to the same roles (and an allocation added or

@@ -376,6 +376,75 @@ static void roles_of_a_dropped_period_are_renamed(void **state) {
     ho_la_destroy(la);
 }
 
+/* The launches that proved the period are a whole step: the policy plans from them at once
+ * (lookahead_history.c) and names the step under way by role, so the step after the one the
+ * period was adopted in already moves act[0] out after its forward use and back before its
+ * backward use (without the history, the first move came four steps after the adoption). */
+static void plans_from_the_step_that_proved_the_period(void **state) {
+    (void)state;
+    struct loop L = {.la = ho_la_create(2), .next_id = 10};
+    assert_non_null(L.la);
+    ho_la_set_budget(L.la, 80u << 20);
+    ho_la_alloc(L.la, 1, 64u << 20, 0);
+    int adopted = -1;
+    for (int s = 0; s < 8 && adopted < 0; s++) {
+        step(&L);
+        if (ho_la_period(L.la) == PERIOD) adopted = s;
+    }
+    assert_true(adopted >= 0);
+    assert_true(ho_la_predicts(L.la));
+    step(&L);
+    assert_int_equal(L.act0_evicted_at, 0);
+    assert_int_equal(2 * LAYERS - 1 - L.act0_restored_at, 3); /* lead 2, issued a launch early */
+    ho_la_destroy(L.la);
+}
+
+/* A step with more uses than the history holds (a step of 4 x 40,000 uses, against 128 Ki kept)
+ * is not planned from a part of it: the policy records a step of its own first, and then plans
+ * (each launch uses three weights, and one of 64 activations allocated at the step's start or a
+ * fourth weight). */
+#define LONG_STEP 40000
+#define LONG_ACTS 64
+static int long_step(struct ho_lookahead *la, uint64_t *next_id) {
+    uint64_t act[LONG_ACTS];
+    int evictions = 0;
+    for (int k = 0; k < LONG_ACTS; k++) {
+        act[k] = (*next_id)++;
+        ho_la_alloc(la, act[k], 1u << 20, 1);
+    }
+    for (int pos = 0; pos < LONG_STEP; pos++) {
+        /* Activation k is used in the first and the last 64 launches alone: long gaps. */
+        int k = pos < LONG_ACTS ? pos : (pos >= LONG_STEP - LONG_ACTS ? LONG_STEP - 1 - pos : -1);
+        uint64_t ids[4] = {1, 2, 3, k >= 0 ? act[k] : 4};
+        struct ho_policy_actions a;
+        ho_la_launch(la, 1000 + (uint64_t)pos, ids, 4, &a);
+        evictions += (int)a.nevict;
+    }
+    for (int k = 0; k < LONG_ACTS; k++)
+        ho_la_free(la, act[k]);
+    return evictions;
+}
+
+static void a_step_longer_than_the_history_is_learnt_as_before(void **state) {
+    (void)state;
+    struct ho_lookahead *la = ho_la_create(2);
+    assert_non_null(la);
+    ho_la_set_budget(la, 16u << 20); /* the 64 activations (64 MiB) must not all stay */
+    for (uint64_t w = 1; w <= 4; w++)
+        ho_la_alloc(la, w, 1u << 20, 0);
+    uint64_t next_id = 10;
+    int adopted = -1, first_move = -1;
+    for (int s = 0; s < 8 && first_move < 0; s++) {
+        int evictions = long_step(la, &next_id);
+        if (adopted < 0 && ho_la_period(la) == LONG_STEP) adopted = s;
+        if (evictions > 0 && ho_la_predicts(la)) first_move = s;
+    }
+    assert_true(adopted >= 0);
+    assert_true(first_move > adopted); /* no plan from the history it could not hold */
+    assert_true(ho_la_steps(la) >= 1);
+    ho_la_destroy(la);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(learns_the_step_and_plans_moves),
@@ -389,6 +458,8 @@ int main(void) {
         cmocka_unit_test(addresses_do_not_change_decisions),
         cmocka_unit_test(acts_on_the_first_step_it_knows),
         cmocka_unit_test(roles_of_a_dropped_period_are_renamed),
+        cmocka_unit_test(plans_from_the_step_that_proved_the_period),
+        cmocka_unit_test(a_step_longer_than_the_history_is_learnt_as_before),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
