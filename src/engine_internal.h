@@ -48,7 +48,7 @@ enum ho_state { HO_RESIDENT, HO_EVICTING, HO_HOST, HO_RESTORING };
  * holds one slot, or up to HO_HOST_PIECES chained in address order: its address maps each one's
  * first `held` bytes in turn (the whole slot but for the last, which may be a prefix; pool_host.c
  * says why). */
-#define HO_HOST_PIECES 4
+#define HO_HOST_PIECES 64
 struct ho_host_slot {
     CUmemGenericAllocationHandle handle; /* uvm backend: unused */
     CUdeviceptr window;

@@ -41,7 +41,17 @@
  *   Pieces are what lets a pool held within 1.05x of its peak serve a step whose mix of sizes on
  *   the host differs from the peak's: the idle bytes are there, in other sizes. A piece costs a
  *   map and an unmap per move (~6 us and ~57 us host-located), against ~100 us + 115 us/MiB to
- *   pin a slot and 23 us/MiB to unpin one; HO_HOST_PIECES (4) bounds the calls a move makes.
+ *   pin a slot and 23 us/MiB to unpin one. HO_HOST_PIECES (64) bounds the calls a move makes:
+ *   at most ~4 ms of driver time, the price of pinning 35 MiB. It was 4; a caching allocator's
+ *   segments (tens of sizes, 2 MiB to GiBs) then found too few pieces among the idle slots and
+ *   pinned afresh, unpinning others for the hygiene bound: lru on gpt2-1k.segment (c2c, 70%)
+ *   pinned 1,920 times in 8 steps (peak held 22 GB) and took 5.3 s a step. On the tuning set
+ *   (docs/policy-benchmark.md, 70%, both links; lookahead ms a step, 4 -> 16 -> 32 -> 64):
+ *   gpt2-1k.segment pcie5 4070 -> 3040 -> 2656 -> 2406, c2c 3176 -> 2199 -> 1797 -> 1581;
+ *   gpt2-1k.tensor pcie5 1265 -> 1243, c2c 1094 -> 920; resnet50.segment 1089 -> 1080 and
+ *   585 -> 573; resnet50.tensor pcie5 560 -> 538, and c2c 318 -> 365, the one row that lost
+ *   (more pins, 45 against 33, and more evictions in the steps it learns). 128 gained 2% more
+ *   on gpt2-1k.segment c2c; 64 was kept for the bound on a move's calls.
  *   Making a new slot whenever the hygiene bound leaves room for one, before larger slots and
  *   pieces, was measured too, and was slower: on the generated deepseek preset (pcie5, 70% of
  *   its peak) lru took 4.30 s a step against 4.0 s, lookahead 3.56 s against 3.4 s.
