@@ -250,8 +250,8 @@ class StreamOrderedFrees(Case):
         self.assertLessEqual(distinct, 16, r.describe())
         self.assertGreater(r.counts("evictions"), 0)  # phase 3 is over the budget
         # Host memory held: at most what was offloaded at once (never more than the phase 3
-        # buffers) within 1.05x, plus one 2 MiB granule per buffer.
-        self.assertLessEqual(r.bytes("peak_host"), int(1.05 * 24 * MIB) + 6 * 2 * MIB)
+        # buffers) within the pool's hygiene target (1.25x), plus one 2 MiB granule per buffer.
+        self.assertLessEqual(r.bytes("peak_host"), int(1.25 * 24 * MIB) + 6 * 2 * MIB)
 
     def test_device_memory_bounded(self):
         """No budget, a 64 MiB device: the frees still pending when memory runs out are finished
@@ -659,7 +659,7 @@ def main():
 
 class HostPool(Case):
     """The pinned host pool (src/pool_host.c) under buffers of twelve sizes cycled through a
-    budget: it stops pinning after the first step, keeps pinned bytes within 1.05x of the peak
+    budget: it stops pinning after the second step, keeps pinned bytes within 1.25x of the peak
     held, and a driver that refuses to map part of a slot costs nothing but the pool's reach."""
 
     SIZES = [10, 22, 14, 30, 18, 26, 12, 34, 16, 20, 24, 28]  # MiB, 254 in all
@@ -682,12 +682,16 @@ class HostPool(Case):
         self.moved(r)
         steps = self.steps(r)
         self.assertEqual(len(steps), self.STEPS, r.describe())
-        self.assertEqual(steps[1:], [steps[0]] * (self.STEPS - 1),
-                         f"pinning after the first step: {steps}")
-        self.assertEqual(r.counts("host_pins"), steps[0][0], r.describe())
-        self.assertEqual(r.counts("host_unpins"), steps[0][1], r.describe())
+        # With the hygiene target's slack (1.25x) the second step may pin a slot more, for a
+        # size the first placed in pieces (measured: 19 slots, then 20); nothing after it.
+        self.assertEqual(steps[2:], [steps[1]] * (self.STEPS - 2),
+                         f"pinning after the second step: {steps}")
+        self.assertLessEqual(steps[1][0] - steps[0][0], 1, f"pins per step: {steps}")
+        self.assertEqual(steps[-1][1], 0, f"unpinned within the hygiene target: {steps}")
+        self.assertEqual(r.counts("host_pins"), steps[-1][0], r.describe())
+        self.assertEqual(r.counts("host_unpins"), steps[-1][1], r.describe())
         # The hygiene target, the rounding and the idle slots included.
-        self.assertLessEqual(r.bytes("peak_host") * 20, r.bytes("peak_host_held") * 21,
+        self.assertLessEqual(r.bytes("peak_host") * 4, r.bytes("peak_host_held") * 5,
                              r.describe())
         # Each slot is mapped once at its window; the rest are buffers' maps onto slots. More of
         # them than evictions: some evictions took several slots (pieces).
@@ -725,7 +729,7 @@ class HostPool(Case):
         warned = [l for l in r.hostoff_lines() if "refused to map a buffer onto part" in l]
         self.assertEqual(len(warned), 1, r.describe())
         self.assertFalse([b for b in r.report["buffers"] if b["pinned"]], r.describe())
-        self.assertLessEqual(r.bytes("peak_host") * 20, r.bytes("peak_host_held") * 21,
+        self.assertLessEqual(r.bytes("peak_host") * 4, r.bytes("peak_host_held") * 5,
                              r.describe())
 
 
