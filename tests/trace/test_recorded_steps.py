@@ -103,8 +103,12 @@ class RecordedSteps(unittest.TestCase):
         self.assertEqual(out["steps"], 0)
         self.assertEqual(out["step_ns"], [])
         self.assertEqual(out["steady_step_ns"], out["replay_ns"])
-        # The same trace gives the same bytes.
+        # The same trace gives the same bytes, with and without moves.
         self.assertEqual(text, replay_json(self.path, "--budget", "none")[0])
+        moved, out = replay_json(self.path, "--budget", "70%")
+        self.assertGreater(out["evictions"], 0)
+        self.assertEqual(len(out["recorded_step_ns"]), len(DURATIONS))
+        self.assertEqual(moved, replay_json(self.path, "--budget", "70%")[0])
 
     def test_fewer_than_four_steps(self):
         starts = recording(self.path, noise=False)
