@@ -16,11 +16,21 @@ Per row:
 - T: the unconstrained step. Where the unconstrained replay fails (before the simulator reused
   a stream-ordered free's memory at once on its own stream, a per-tensor trace's host ran out), T is the kernels' device time per step from the recording, marked "*".
 - limit: max(T, E/d2h, E/h2d, 2E/duplex), E = peak - budget (DESIGN.md, "Measuring").
-- each policy's step: the replay's whole time over its steps (the learning steps included; the
-  recordings have no markers), in ms, and lookahead's over the limit and over lru.
+- each policy's step, two ways, in ms: "ms", the replay's whole time over its steps (every
+  step: the one-time costs, pinning the host pool and the steps the policy spends learning,
+  included), and "steady ms", the mean of the last three steps (what each of a long job's
+  thousands of steps costs). The recordings have no markers: their steps are the ones their
+  header's step_lines name, which the replay times without telling the library
+  (`steady_recorded_step_ns`); the presets' are their marked steps (the last three of `step_ns`).
+  T and the limit likewise, from the unconstrained replay's steps.
+- lookahead over the limit and over lru, on both; issue 14's targets are counted on the steady
+  figures (the limit is one step's, with no one-time cost in it), the all-steps ones beside them.
+- warm-up s: lookahead's one-time cost, the replay's whole time less its steps at the steady
+  step (pinning plus learning).
 - moved: lookahead's bytes to host per step over E (1.00x: only what the budget requires).
 - bound: "ok" when the oracle is no slower than lookahead and lru; "BROKEN" when it is (the
-  oracle is meant as a bound: a slower oracle says its plan is wrong, not that the others won).
+  oracle is meant as a bound: a slower oracle says its plan is wrong, not that the others won);
+  on the all-steps and on the steady figures.
 - budget: "ok" when every replay's peak device bytes stayed within the budget, else the most
   any replay of the row went over it.
 - safe: illegal accesses / hazards over every replay of the row (0/0 expected).
@@ -28,7 +38,8 @@ Per row:
 - calls: the driver calls lookahead's moves paid for per step (creates, releases and pinning
   allocations / maps, unmaps and set-access), every step counted.
 --targets also prints how many rows meet each of issue 14's targets, by view and by the tuning
-split (resnet50 and gpt2-1k, both views: what changes were tried on; the rest held out).
+split (resnet50 and gpt2-1k, both views: what changes were tried on; the rest held out); the
+targets on the step are counted on the steady steps, and again on the all-steps means.
 --breakdown prints, instead of the table, where each policy's step goes on the selected rows
 (host time in the intercepted calls, stalls by cause, the link's busy time, moves per step),
 from the replay's own trace (`hostoff replay --record`).
@@ -38,7 +49,8 @@ step beside this build's ("baseline ms").
 Replays run N at a time (--jobs, default 2): each is its own process with its own virtual clock,
 so running them side by side changes no figure, only the wall time: the 364 replays took 10
 minutes on a shared 2-core machine. --json keeps every replay's figures, --from-json prints their
-table again without replaying. A benchmark prints figures; it asserts nothing.
+table again without replaying (a run saved before the steady figures existed prints "-" in
+their columns). A benchmark prints figures; it asserts nothing.
 """
 import argparse
 import concurrent.futures
@@ -143,6 +155,21 @@ def print_breakdowns(hostoff, args, budgets, links):
                         cells = [f"{got[0].get(k, 0) / 1e6:.0f}/{got[1].get(k, 0) / 1e6:.0f}"
                                  for k in keys]
                         print("  " + p.ljust(10) + "".join(c.rjust(16) for c in cells))
+
+
+def steady_ns(r):
+    """Replay r's steady step in ns: the mean of its last three steps (with fewer than four,
+    of every step after the first; with one, that step), past the one-time costs of the first
+    ones. Its marked steps when it has them (the presets), else the recording's own steps,
+    which `hostoff replay` times and averages by the same rule (steady_recorded_step_ns). None
+    when the replay failed or has neither (a JSON saved before these keys)."""
+    if "error" in r:
+        return None
+    marked = r.get("step_ns") or []
+    if marked:
+        last = marked[-3:] if len(marked) >= 4 else marked[1:] or marked
+        return sum(last) / len(last)
+    return r.get("steady_recorded_step_ns")
 
 
 def calls_per_step(r, steps):
@@ -265,9 +292,11 @@ def main(argv):
             json.dump([{**r, "_job": list(j), "_steps": meta[j[0]][0],
                         "_device_ns": meta[j[0]][1]} for j, r in res.items()], f, indent=1)
 
-    head = ("workload", "link", "budget", "T ms", "limit ms", "lru ms", "lookahead ms",
-            "oracle ms", "lookahead / limit", "lookahead / lru", "moved / E", "bound", "budget ok",
-            "illegal/hazards", "repeats", "calls/step")
+    head = ("workload", "link", "budget", "T ms", "T steady ms", "limit ms", "limit steady ms",
+            "lru ms", "lru steady ms", "lookahead ms", "lookahead steady ms", "oracle ms",
+            "oracle steady ms", "lookahead / limit", "lookahead / limit (steady)",
+            "lookahead / lru", "lookahead / lru (steady)", "warm-up s", "moved / E", "bound",
+            "bound (steady)", "budget ok", "illegal/hazards", "repeats", "calls/step")
     rows, notes, met = [], [], []
     for name, path, steps, dev_ns in work:
         for link in links:
@@ -277,12 +306,14 @@ def main(argv):
                 if dev_ns is None:
                     notes.append(f"{name} {link} unconstrained: {base['error']}")
                     continue
-                t0, star = dev_ns, "*"
+                t0, t0_steady, star = dev_ns, dev_ns, "*"
             else:
-                t0 = base["replay_ns"] / steps
+                t0, t0_steady = base["replay_ns"] / steps, steady_ns(base)
             for b in budgets:
                 r = {p: res[(name, link, b, p, 0)] for p in POLICIES}
                 ms = {p: (r[p]["replay_ns"] / steps / 1e6 if "error" not in r[p] else None)
+                      for p in POLICIES}
+                st = {p: (steady_ns(r[p]) / 1e6 if steady_ns(r[p]) is not None else None)
                       for p in POLICIES}
                 for p in POLICIES:
                     if "error" in r[p]:
@@ -292,16 +323,27 @@ def main(argv):
                     continue
                 peak, budget = ok[0]["trace_peak_bytes"], ok[0]["budget_bytes"]
                 lim = limit_ns(t0, peak, budget, ok[0]) / 1e6
+                lim_st = (limit_ns(t0_steady, peak, budget, ok[0]) / 1e6
+                          if t0_steady is not None else None)
                 e = max(1, peak - budget)
                 la, lru, orc = ms["lookahead"], ms["lru"], ms["oracle"]
+                la_st, lru_st, orc_st = st["lookahead"], st["lru"], st["oracle"]
                 fmt = lambda v: f"{v:.1f}" if v is not None else "failed"
+                # A steady figure missing from a replay that ran: a JSON saved before them.
+                fmt_st = lambda v, all_ms: (f"{v:.1f}" if v is not None else
+                                            "failed" if all_ms is None else "-")
                 ratio = lambda a, c: f"{a / c:.2f}x" if a is not None and c else ""
                 moved = (f"{r['lookahead']['bytes_to_host'] / steps / e:.2f}x"
                          if la is not None else "")
-                if orc is None or la is None or lru is None:
-                    bound = ""
-                else:
-                    bound = "ok" if orc <= la and orc <= lru else "BROKEN"
+
+                def bound_of(o, a, l):
+                    if o is None or a is None or l is None:
+                        return ""
+                    return "ok" if o <= a and o <= l else "BROKEN"
+
+                bound, bound_st = bound_of(orc, la, lru), bound_of(orc_st, la_st, lru_st)
+                warm = (f"{(r['lookahead']['replay_ns'] / 1e6 - steps * la_st) / 1e3:.2f}"
+                        if la_st is not None else "")
                 over = max(x["peak_device_bytes"] - x["budget_bytes"] for x in ok)
                 unsafe = (sum(x["illegal_accesses"] for x in ok), sum(x["hazards"] for x in ok))
                 again = res.get((name, link, b, "lookahead", 1))
@@ -319,12 +361,22 @@ def main(argv):
                             "limit": None if la is None else la / lim <= LIMIT_TARGET[link],
                             "lru": None if la is None or lru is None else la <= lru,
                             "bound": None if not bound else bound == "ok",
+                            "limit steady": (None if la_st is None or lim_st is None
+                                             else la_st / lim_st <= LIMIT_TARGET[link]),
+                            "lru steady": (None if la_st is None or lru_st is None
+                                           else la_st <= lru_st),
+                            "bound steady": None if not bound_st else bound_st == "ok",
                             "budget ok": over <= 0, "repeats": same == "yes" if same else None,
                             "safe": unsafe == (0, 0),
                             "moved": (None if la is None else
                                       r["lookahead"]["bytes_to_host"] / steps / e <= 1.3)})
-                rows.append((name, link, b, f"{t0 / 1e6:.1f}{star}", f"{lim:.1f}", fmt(lru),
-                             fmt(la), fmt(orc), ratio(la, lim), ratio(la, lru), moved, bound,
+                t_st = f"{t0_steady / 1e6:.1f}{star}" if t0_steady is not None else "-"
+                rows.append((name, link, b, f"{t0 / 1e6:.1f}{star}", t_st, f"{lim:.1f}",
+                             f"{lim_st:.1f}" if lim_st is not None else "-",
+                             fmt(lru), fmt_st(lru_st, lru), fmt(la), fmt_st(la_st, la), fmt(orc),
+                             fmt_st(orc_st, orc), ratio(la, lim), ratio(la_st, lim_st) or "-",
+                             ratio(la, lru), ratio(la_st, lru_st) or "-", warm or "-", moved,
+                             bound, bound_st or "-",
                              "ok" if over <= 0 else f"+{over / 1e6:.1f} MB",
                              f"{unsafe[0]}/{unsafe[1]}", same, calls)
                             + ((extra_ms,) if base is not None else ()))
@@ -363,8 +415,12 @@ def print_targets(met):
         "tuning": lambda m: m["name"].startswith(TUNING),
         "held out": lambda m: not m["name"].startswith(TUNING),
     }
-    names = {"limit": "lookahead within 1.25x (pcie5) / 1.10x (c2c) of the limit",
-             "lru": "lookahead no slower than lru", "bound": "oracle no slower than both",
+    names = {"limit steady": "lookahead within 1.25x (pcie5) / 1.10x (c2c) of the limit (steady)",
+             "limit": "lookahead within 1.25x (pcie5) / 1.10x (c2c) of the limit (all steps)",
+             "lru steady": "lookahead no slower than lru (steady)",
+             "lru": "lookahead no slower than lru (all steps)",
+             "bound steady": "oracle no slower than both (steady)",
+             "bound": "oracle no slower than both (all steps)",
              "budget ok": "within budget", "repeats": "deterministic",
              "safe": "no illegal accesses or hazards", "moved": "moved per step <= 1.3x E"}
     print("\n| target | " + " | ".join(groups) + " |")
@@ -373,6 +429,10 @@ def print_targets(met):
         cells = []
         for sel in groups.values():
             rows = [m for m in met if sel(m)]
+            # A saved run without the steady figures has nothing to count: "-", not "0 of N".
+            if key.endswith(" steady") and all(m[key] is None for m in met):
+                cells.append("-")
+                continue
             cells.append(f"{sum(1 for m in rows if m[key])} of {len(rows)}")
         print(f"| {label} | " + " | ".join(cells) + " |")
 

@@ -91,6 +91,8 @@ struct results {
     uint64_t calls[6]; /* driver_calls[]: the simulator's counts, device and host added */
     uint64_t *marks;
     size_t nmarks;
+    uint64_t *starts; /* the replayer's step_starts_ns: each recorded step's first event */
+    size_t nstarts;
 };
 
 static void usage(FILE *f) {
@@ -332,6 +334,12 @@ static bool collect(const char *dir, const char *child_out, struct results *r) {
             for (size_t i = 0; r->marks != NULL && i < m->n; i++)
                 r->marks[r->nmarks++] = m->items[i].mag;
         }
+        const struct json *st = json_get(rep, "step_starts_ns");
+        if (st != NULL && st->type == JSON_ARRAY && st->n > 0) {
+            r->starts = calloc(st->n, sizeof *r->starts);
+            for (size_t i = 0; r->starts != NULL && i < st->n; i++)
+                r->starts[r->nstarts++] = st->items[i].mag;
+        }
     }
     json_free(sim);
     json_free(ho);
@@ -357,6 +365,26 @@ static uint64_t steady_step_ns(const struct results *r) {
     return sum / (r->nmarks - 1);
 }
 
+/* Recorded step k of a recording without markers (its header's step_lines, the replayer's
+ * step_starts_ns): from its first event to the next step's, the last to the end of the replay.
+ * The library was not told of these steps. */
+static uint64_t recorded_step_ns(const struct results *r, size_t k) {
+    uint64_t end = k + 1 < r->nstarts ? r->starts[k + 1] : r->replay_ns;
+    return end > r->starts[k] ? end - r->starts[k] : 0;
+}
+
+/* The steady recorded step: the mean of the last three recorded steps (rounded down to the ns),
+ * past what a job pays once and spreads over thousands of steps: pinning the host pool and the
+ * steps the policy spends learning. With fewer than four steps, the mean of every step after
+ * the first; with one, that step. Only when nstarts > 0 (the JSON says null otherwise). */
+static uint64_t steady_recorded_step_ns(const struct results *r) {
+    size_t first = r->nstarts >= 4 ? r->nstarts - 3 : r->nstarts > 1 ? 1 : 0;
+    uint64_t sum = 0;
+    for (size_t k = first; k < r->nstarts; k++)
+        sum += recorded_step_ns(r, k);
+    return sum / (r->nstarts - first);
+}
+
 static void print_json(const struct options *o, const struct trace *t, const struct results *r) {
     printf("{\"virtual_ns\":%llu,\"peak_device_bytes\":%llu,\"bytes_to_host\":%llu,"
            "\"bytes_to_device\":%llu,\"stall_ns\":%llu,\"evictions\":%llu,\"restores\":%llu,"
@@ -370,7 +398,15 @@ static void print_json(const struct options *o, const struct trace *t, const str
            (unsigned long long)r->replay_ns, (unsigned long long)steady_step_ns(r));
     for (size_t k = 0; k < r->nmarks; k++)
         printf("%s%llu", k ? "," : "", (unsigned long long)step_ns(r, k));
-    printf("],\"driver_calls\":{");
+    printf("],\"recorded_step_ns\":[");
+    for (size_t k = 0; k < r->nstarts; k++)
+        printf("%s%llu", k ? "," : "", (unsigned long long)recorded_step_ns(r, k));
+    if (r->nstarts > 0)
+        printf("],\"steady_recorded_step_ns\":%llu,",
+               (unsigned long long)steady_recorded_step_ns(r));
+    else
+        printf("],\"steady_recorded_step_ns\":null,");
+    printf("\"driver_calls\":{");
     for (size_t k = 0; k < sizeof driver_calls / sizeof driver_calls[0]; k++)
         printf("%s\"%s\":%llu", k ? "," : "", driver_calls[k], (unsigned long long)r->calls[k]);
     printf("},\"trace_peak_bytes\":%llu,", (unsigned long long)t->peak_bytes);
@@ -399,8 +435,8 @@ static void print_json(const struct options *o, const struct trace *t, const str
 }
 
 /* The unconstrained steady step (this binary, --budget none --json), for the ratio; 0 when
- * the replay fails. */
-static uint64_t unconstrained_step(const struct options *o) {
+ * the replay fails. `recorded`: its steady recorded step (a recording without markers). */
+static uint64_t unconstrained_step(const struct options *o, bool recorded) {
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return 0;
@@ -421,7 +457,7 @@ static uint64_t unconstrained_step(const struct options *o) {
     char err[128];
     struct json *j = rc == 0 && out != NULL ? json_parse(out, strlen(out), err, sizeof err) : NULL;
     uint64_t step = 0;
-    if (j != NULL) json_get_u64(j, "steady_step_ns", &step);
+    if (j != NULL) json_get_u64(j, recorded ? "steady_recorded_step_ns" : "steady_step_ns", &step);
     json_free(j);
     free(out);
     return step;
@@ -459,20 +495,37 @@ static void print_summary(const struct options *o, const struct trace *t, const 
                (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9,
                (double)steady_step_ns(r) / 1e9);
     else
-        printf("time      %.6f s virtual, replay %.6f s (no steps marked: the whole replay is "
-               "the figure)\n",
-               (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9);
+        printf("time      %.6f s virtual, replay %.6f s (no steps marked: %s)\n",
+               (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9,
+               r->nstarts > 0 ? "the recording's own steps below"
+                              : "the whole replay is the figure");
+    if (r->nstarts > 0) {
+        /* The recording's own steps (step_lines), which the library was not told of. */
+        printf("recorded  %zu steps (the recording's step_lines, not marked):", r->nstarts);
+        for (size_t k = 0; k < r->nstarts; k++)
+            printf(" %.3f", (double)recorded_step_ns(r, k) / 1e9);
+        printf(" s; steady %.6f s (%s)\n", (double)steady_recorded_step_ns(r) / 1e9,
+               r->nstarts >= 4  ? "the last three"
+               : r->nstarts > 1 ? "every step after the first"
+                                : "the one step");
+    }
     if (!o->budget_none) {
-        /* The figure people quote: against the step without offload, and the physical limit. */
-        uint64_t base = unconstrained_step(o);
-        uint64_t step = t->steps > 0 ? steady_step_ns(r) : r->replay_ns;
+        /* The figure people quote: against the step without offload, and the physical limit.
+         * Without markers, a recording's own steps (step_lines) give the step: the steady
+         * recorded step here and without offload, so that both sides are one step. */
+        bool recorded = t->steps == 0 && r->nstarts > 0;
+        uint64_t base = unconstrained_step(o, recorded);
+        uint64_t step = t->steps > 0 ? steady_step_ns(r)
+                        : recorded   ? steady_recorded_step_ns(r)
+                                     : r->replay_ns;
         if (base > 0) {
             uint64_t away = t->peak_bytes > o->budget ? t->peak_bytes - o->budget : 0;
             uint64_t lim = verdict_limit_ns(base, away, o->h2d, o->d2h, o->duplex);
-            printf("step      %.6f s, %.2fx the step without offload (%.6f s); the physical "
+            printf("step      %.6f s%s, %.2fx the step without offload (%.6f s); the physical "
                    "limit at this budget is %.6f s (%.2fx)\n",
-                   (double)step / 1e9, (double)step / (double)base, (double)base / 1e9,
-                   (double)lim / 1e9, (double)lim / (double)base);
+                   (double)step / 1e9, recorded ? " (steady, recorded)" : "",
+                   (double)step / (double)base, (double)base / 1e9, (double)lim / 1e9,
+                   (double)lim / (double)base);
         }
     }
     cli_format_bytes(r->peak_device, a, sizeof a);
@@ -668,6 +721,7 @@ int cmd_replay(int argc, char **argv) {
     remove_dir(dir);
     free(child_out);
     free(r.marks);
+    free(r.starts);
     free(env);
     for (size_t i = 0; i < n; i++)
         free(extra[i]);

@@ -144,8 +144,11 @@ void man_write(FILE *f) {
     command(f, "replay");
     para(f, "Replays a trace through the real libhostoff.so on the simulated driver, in virtual "
             "time, and reports step time, peak device memory, bytes moved and stalls. --report "
-            "and --record keep the library's report and trace of the replay. hostoff replay "
-            "--help lists the options.");
+            "and --record keep the library's report and trace of the replay. A recording "
+            "without step markers whose first line names where its steps began (recorder "
+            "step_lines, docs/trace-format.md) is timed step by step without telling the "
+            "library: --json gives recorded_step_ns and steady_recorded_step_ns, the mean of the "
+            "last three. hostoff replay --help lists the options.");
 
     command(f, "advise");
     para(f, "From one recorded or generated trace, the step time against the budget: replays "

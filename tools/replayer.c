@@ -15,6 +15,11 @@
  *   wait    cuEventRecord on stream "on", cuStreamWaitEvent on stream "s"
  *   step    the host time is noted; hostoff_mark_step() is called when the preloaded library
  *           exports it
+ * A recording without markers may name in its first line the lines where its steps began
+ * ("recorder": {"step_lines": [...]}, trace_read.h): the host time is noted when the replay
+ * reaches each such step's first event (after pacing the host time before it, just before its
+ * call), and nothing else happens: the library is not told, its policy must find the steps
+ * itself, as in a job that never marks them.
  * Stream 0 is the legacy default stream; others are created non-blocking, in order of first use.
  *
  * Host pacing: the host spends, between consecutive calls, what the traced host spent outside
@@ -25,7 +30,8 @@
  * stream and waiting for it. Owed time below four call costs accumulates until it is worth a wait.
  *
  * Prints one JSON line on stdout: the events replayed, the simulated host time at each step
- * marker and at the end (after a final cuCtxSynchronize). */
+ * marker ("step_marks_ns"), at each recorded step's first event ("step_starts_ns") and at the
+ * end ("end_ns", after a final cuCtxSynchronize). */
 #include "cli.h"
 #include "u64map.h"
 #include "trace_read.h"
@@ -347,7 +353,9 @@ int main(int argc, char **argv) {
     cli_progress_start(&prog, "replay");
     if (getenv("HOSTOFF_REPLAYER_PROGRESS") == NULL) prog.on = false;
     uint64_t *marks = calloc(t.steps + 1, sizeof *marks);
-    size_t nmarks = 0;
+    uint64_t *starts = calloc(t.nstep_at + 1, sizeof *starts);
+    if (marks == NULL || starts == NULL) return 1;
+    size_t nmarks = 0, nstarts = 0;
     uint64_t start = cu.now != NULL ? cu.now() : 0;
     for (size_t i = 0; i < t.n; i++) {
         const struct tev *e = &t.ev[i];
@@ -357,6 +365,9 @@ int main(int argc, char **argv) {
             if (e->t > spent) owed += (int64_t)(e->t - spent);
             pace();
         }
+        /* A recorded step begins at this event: noted only (no mark_step, see the top). */
+        while (nstarts < t.nstep_at && t.step_at[nstarts] == i)
+            starts[nstarts++] = cu.now != NULL ? cu.now() - start : 0;
         switch (e->kind) {
         case TEV_ALLOC:
             do_alloc(e);
@@ -381,11 +392,14 @@ int main(int argc, char **argv) {
             break;
         case TEV_STEP:
             if (cu.mark_step != NULL) cu.mark_step();
-            if (marks != NULL) marks[nmarks++] = cu.now != NULL ? cu.now() - start : 0;
+            marks[nmarks++] = cu.now != NULL ? cu.now() - start : 0;
             break;
         }
         if ((i & 1023) == 0) cli_progress(&prog, i, t.n);
     }
+    /* Steps whose lines hold no event (only lines the reader skips) begin at the end. */
+    while (nstarts < t.nstep_at)
+        starts[nstarts++] = cu.now != NULL ? cu.now() - start : 0;
     CK(NULL, cu.ctx_sync(), "the final cuCtxSynchronize");
     uint64_t end = cu.now != NULL ? cu.now() - start : 0;
     cli_progress_end(&prog);
@@ -393,6 +407,9 @@ int main(int argc, char **argv) {
            (unsigned long long)end);
     for (size_t k = 0; k < nmarks; k++)
         printf("%s%llu", k ? "," : "", (unsigned long long)marks[k]);
+    printf("],\"step_starts_ns\":[");
+    for (size_t k = 0; k < nstarts; k++)
+        printf("%s%llu", k ? "," : "", (unsigned long long)starts[k]);
     printf("]}\n");
     fflush(stdout);
     return 0;

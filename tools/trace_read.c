@@ -22,6 +22,8 @@ struct reader {
     uint64_t live_bytes;
     struct u64map strmap; /* string hash -> index in t->strs */
     size_t capstrs, capmoves, capstalls;
+    uint64_t *step_lines; /* the header's "recorder" "step_lines", until mapped to events */
+    size_t nstep_lines;
 };
 
 __attribute__((format(printf, 2, 3))) static int bad(struct reader *r, const char *fmt, ...) {
@@ -68,6 +70,47 @@ static int get_bool(struct reader *r, const struct json *o, const char *key, boo
     return 0;
 }
 
+/* "recorder": {"step_lines": [L1, L2, ...]}: the line where each step of a recording without
+ * markers begins (line 1 is the header; contrib/pytorch/hostoff_views.py writes it). Kept only
+ * when every entry is an integer of at least 2 and each is larger than the one before; anything
+ * else is ignored like the other descriptive keys: the trace replays the same, without per-step
+ * figures. */
+static int header_step_lines(struct reader *r, const struct json *o) {
+    const struct json *a = json_get(json_get(o, "recorder"), "step_lines");
+    if (a == NULL || a->type != JSON_ARRAY || a->n == 0) return 0;
+    uint64_t prev = 1;
+    for (size_t i = 0; i < a->n; i++) {
+        const struct json *v = &a->items[i];
+        if (v->type != JSON_INT || v->neg || v->mag <= prev) return 0;
+        prev = v->mag;
+    }
+    r->step_lines = malloc(a->n * sizeof *r->step_lines);
+    if (r->step_lines == NULL) return bad(r, "out of memory");
+    for (size_t i = 0; i < a->n; i++)
+        r->step_lines[i] = a->items[i].mag;
+    r->nstep_lines = a->n;
+    return 0;
+}
+
+/* Each recorded step's first event: the first event read on or after its line (blank lines,
+ * unknown events and the engine's timeline are lines but not events). A line the reader never
+ * reached (past the end of the file, or at or after a last line cut short) began no step of
+ * this trace: it and the lines after it are dropped. */
+static int map_step_lines(struct reader *r) {
+    struct trace *t = r->t;
+    if (r->nstep_lines == 0) return 0;
+    long last = t->cut_at != 0 ? t->cut_at - 1 : t->lines;
+    t->step_at = malloc(r->nstep_lines * sizeof *t->step_at);
+    if (t->step_at == NULL) return bad(r, "out of memory");
+    size_t j = 0;
+    for (size_t k = 0; k < r->nstep_lines && r->step_lines[k] <= (uint64_t)last; k++) {
+        while (j < t->n && (uint64_t)t->ev[j].line < r->step_lines[k])
+            j++;
+        t->step_at[t->nstep_at++] = j;
+    }
+    return 0;
+}
+
 /* The first line's optional keys: who wrote it and what the engine ran under. Wrong types are
  * ignored (these keys describe, they are not needed to replay). */
 static int header_extras(struct reader *r, const struct json *o) {
@@ -94,7 +137,7 @@ static int header_extras(struct reader *r, const struct json *o) {
             x->real <= 1e6)
             *dst[i] = x->real;
     }
-    return 0;
+    return header_step_lines(r, o);
 }
 
 /* The index of string s in t->strs, added once (kernel names repeat on every launch). */
@@ -383,6 +426,8 @@ int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
     free(line);
     fclose(f);
     out->lines = r.line;
+    if (rc == 0) rc = map_step_lines(&r);
+    free(r.step_lines);
     u64map_free(&r.live);
     u64map_free(&r.strmap);
     if (rc != 0) trace_free(out);
@@ -394,6 +439,7 @@ void trace_free(struct trace *t) {
     free(t->uses);
     free(t->moves);
     free(t->stalls);
+    free(t->step_at);
     for (size_t i = 0; i < t->nstrs; i++)
         free(t->strs[i]);
     free(t->strs);
@@ -402,5 +448,7 @@ void trace_free(struct trace *t) {
     t->moves = NULL;
     t->stalls = NULL;
     t->strs = NULL;
+    t->step_at = NULL;
+    t->nstep_at = 0;
     t->n = t->nuses = t->nmoves = t->nstalls = t->nstrs = 0;
 }

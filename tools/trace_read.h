@@ -67,6 +67,12 @@ struct trace {
     uint32_t nstreams;      /* the largest stream number + 1 */
     uint32_t max_uses;      /* the longest use list */
     size_t launches, steps;
+    /* The steps a recording without markers began (the first line's "recorder": {"step_lines":
+     * [...]}, docs/trace-format.md): the index in ev of each step's first event (n when no event
+     * follows its line). Never markers: a replay notes the time there and tells the library
+     * nothing. None (NULL, 0) when the header has no valid list. */
+    size_t *step_at;
+    size_t nstep_at;
     long lines;
     long cut_at; /* the line cut short at the end (not read), 0: the file ends with a newline */
 };
