@@ -378,6 +378,12 @@ int trace_read(const char *path, struct trace *out, char *err, size_t errcap) {
     bool have_header = false;
     while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
         r.line++;
+        if (r.line == 1 && len >= 2 && (unsigned char)line[0] == 0x1f &&
+            (unsigned char)line[1] == 0x8b) {
+            /* The workloads ship gzip-compressed (tests/workloads); the reader takes text. */
+            rc = bad(&r, "gzip-compressed: decompress it first (zcat %s > trace.jsonl)", path);
+            break;
+        }
         /* A last line without its newline was cut short (the process was killed while writing
          * it, or the file copied early): everything before it is whole, and is the trace. */
         if (len > 0 && line[len - 1] != '\n' && have_header) {

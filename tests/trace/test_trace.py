@@ -11,6 +11,7 @@ Builds nothing. Every path comes from the environment meson sets (tests/trace/me
 
 import importlib.util
 import json
+import gzip
 import os
 import stat
 import subprocess
@@ -245,6 +246,19 @@ class Malformed(unittest.TestCase):
         self.assertIn(f"{path}:1:", r.stderr)
         r = self.replay(os.path.join(self.dir.name, "absent.jsonl"))
         self.assertEqual(r.returncode, 2)
+        self.assertFalse(os.path.exists(self.marker))
+
+    def test_gzip_says_so(self):
+        """The shipped workloads are gzip-compressed: the one-line error says to decompress."""
+        plain = os.path.join(self.dir.name, "ok.jsonl")
+        write_trace(plain, self.GOOD)
+        path = plain + ".gz"
+        with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
+            dst.write(src.read())
+        r = self.replay(path)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"{path}:1: gzip-compressed: decompress it first", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
         self.assertFalse(os.path.exists(self.marker))
 
     def test_unknown_events_and_keys_are_ignored(self):
