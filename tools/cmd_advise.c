@@ -88,7 +88,12 @@ static bool replay(const char *self, const char *trace, const char *budget, cons
     char err[128];
     struct json *j = rc == 0 && out != NULL ? json_parse(out, strlen(out), err, sizeof err) : NULL;
     free(out);
-    bool ok = j != NULL && json_get_u64(j, "steady_step_ns", step) &&
+    /* A recording's own steps (its step_lines) when it has them: its steady step is the mean of
+     * its last three, after the one-time pinning and the steps the policy spends learning;
+     * otherwise the markers' steady step, or the whole replay. */
+    bool ok = j != NULL &&
+              (json_get_u64(j, "steady_recorded_step_ns", step) ||
+               json_get_u64(j, "steady_step_ns", step)) &&
               json_get_u64(j, "peak_device_bytes", peak);
     if (ok && budget_bytes != NULL) json_get_u64(j, "budget_bytes", budget_bytes);
     static const char *const keys[3] = {"h2d_gbps", "d2h_gbps", "duplex_gbps"};

@@ -312,6 +312,30 @@ class Advise(unittest.TestCase):
         self.assertIn("the unconstrained step</title>", dom)
         self.assertIn('class="series-replay"', dom)
 
+    def test_a_recording_is_advised_on_its_steady_step(self):
+        """A recording without markers names its steps (step_lines): advise takes its steady
+        step (the mean of the last three) as the replay reports it, not the whole replay's mean,
+        which counts the one-time warm-up."""
+        trace = os.path.join(self.dir, "rec.jsonl")
+        body, lines = [], []
+        for k, ms in enumerate([9, 1, 1, 1, 1]):  # a slow first step: warm-up
+            lines.append(len(body) + 2)
+            if k == 0:
+                body += [{"e": "alloc", "t": 0, "id": i, "bytes": 16 << 20} for i in (1, 2)]
+            body += [{"e": "launch", "t": 0, "s": 0, "k": "a", "ns": ms * 1000000, "use": [1]},
+                     {"e": "launch", "t": 0, "s": 0, "k": "b", "ns": 1000000, "use": [2]},
+                     {"e": "sync", "t": 0}]
+        body += [{"e": "free", "t": 0, "id": i} for i in (1, 2)]
+        header = {"hostoff_trace": 1, "device": {"name": "test", "mem_bytes": 1 << 34},
+                  "recorder": {"steps": 5, "step_lines": lines}}
+        with open(trace, "w") as f:
+            f.write("\n".join(json.dumps(o) for o in [header, *body]) + "\n")
+        none = json.loads(hostoff("replay", trace, "--budget", "none", "--json").stdout)
+        steady = none["steady_recorded_step_ns"]
+        self.assertLess(steady * 5, none["replay_ns"])  # the first step weighs on the mean
+        j = json.loads(hostoff("advise", trace, "--json", "--budgets=90", "-o", self.dir).stdout)
+        self.assertEqual(j["unconstrained_step_ns"], steady)
+
     def test_bad_budgets_say_what_is_wrong(self):
         trace = os.path.join(self.dir, "gpt.jsonl")
         small_gpt(trace)
