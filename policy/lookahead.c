@@ -196,7 +196,7 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
             j++;
         uint64_t key = p->uses[i].key, bytes = p->uses[i].bytes;
         bool persistent = (key & ROLE_BIT) == 0;
-        unsigned lead = lead_of_key(la, key), factor = 1u << doublings(la, key);
+        unsigned lead = lead_of_key(la, key);
         uint64_t life;
         if (persistent) {
             always += (int64_t)bytes;
@@ -212,15 +212,13 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
                                             .bytes = bytes,
                                             .from = p->uses[k].pos,
                                             .to = p->uses[k + 1].pos,
-                                            .lead = lead,
-                                            .factor = factor};
+                                            .lead = lead};
         if (persistent) /* into the next step */
             gaps[ngaps++] = (struct ho_gap){.key = key,
                                             .bytes = bytes,
                                             .from = p->uses[j - 1].pos,
                                             .to = p->uses[i].pos + period,
-                                            .lead = lead,
-                                            .factor = factor};
+                                            .lead = lead};
         i = j;
     }
     int64_t limit = (int64_t)(la->budget - la->budget / RESERVE_SHARE);

@@ -22,8 +22,16 @@
  *   time once the engine has timed a step's kernels and the link (ho_la_duration,
  *   ho_la_set_link), in launches (`lead0`) before. Only what the budget needs moves: the link is
  *   the real cost. A buffer whose prefetch had not landed by its use (a late restore) doubles
- *   its role's lead (or its transfer estimate), at most MAX_DOUBLINGS times: the feedback that
- *   corrects the first guesses.
+ *   its role's lead in launches, at most MAX_DOUBLINGS times: the feedback that corrects the
+ *   first guesses, while the step's durations are unknown. Planned in device time, a late
+ *   restore no longer inflates its role's transfer estimate (it did, by the same doublings): a
+ *   restore is late there because of what was queued on the link before it, which the planner
+ *   models for every restore (plan.c, restores latest deadline first), and one role's inflated
+ *   estimate moved the others' prefetches and changed the plan step after step. On the tuning
+ *   set (docs/policy-benchmark.md: resnet50 and gpt2-1k, both views and links, at 80%, 70% and
+ *   50%) lookahead's steady step got shorter or stayed on 22 of the 24 rows (gpt2-1k.segment
+ *   pcie5 70%: 1911 -> 1437 ms, resnet50.tensor c2c 70%: 259 -> 168), and longer on
+ *   gpt2-1k.tensor pcie5 70% (722 -> 835) and resnet50.segment c2c 80% (197 -> 200).
  * - Predictions: once two steps agreed, the next use of every buffer it knows (for the engine's
  *   victim choice, furthest first).
  * Until a period is known the policy decides nothing and the engine falls back to lru. */

@@ -21,8 +21,8 @@
 #define MIN_PERIOD     8            /* shorter repeats are loops inside a step, not steps */
 #define TRUST          0.9          /* share of uses two steps must share to be trusted */
 #define INNER_LIMIT    128 /* a period that held this many times was the step, not a loop in it */
-#define MAX_DOUBLINGS  4  /* late restores double a role's lead (or transfer estimate) this often */
-#define RETIME_STEPS   32 /* kernel durations are measured again after this many steps */
+#define MAX_DOUBLINGS  4   /* late restores double a role's lead this often */
+#define RETIME_STEPS   32  /* kernel durations are measured again after this many steps */
 /* The plan keeps 1/RESERVE_SHARE of the budget back for moves in flight. A sweep of 6 (the
  * earlier value), 10, 12, 16 and 32 on the tuning set (resnet50 and gpt2-1k, both views, 70%,
  * both links; docs/policy-benchmark.md) chose 10: with 6 the plan moved 1.4x the excess a step

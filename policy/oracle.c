@@ -84,8 +84,7 @@ int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out)
                                             .bytes = in->bytes[b],
                                             .from = out->uses[k],
                                             .to = out->uses[k + 1],
-                                            .lead = 1,
-                                            .factor = 1};
+                                            .lead = 1};
     }
     int64_t limit = (int64_t)(in->budget - in->budget / 32), run = 0;
     for (size_t l = 0; l < in->nlaunch; l++) {

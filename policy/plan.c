@@ -17,7 +17,7 @@ static bool timed(const struct ho_plan_run *r) {
 
 /* The time a restore of g needs, ns. */
 static uint64_t transfer_ns(const struct ho_plan_run *r, const struct ho_gap *g) {
-    double ns = (double)g->bytes / r->link_bytes_per_ns * (g->factor ? g->factor : 1);
+    double ns = (double)g->bytes / r->link_bytes_per_ns;
     return (uint64_t)(ns * 9.0 / 8.0) + 1;
 }
 
@@ -119,7 +119,7 @@ static void queue_evictions(const struct ho_plan_run *r, struct ho_gap *gaps, si
         struct ho_gap *g = order[i];
         uint64_t start = at(r, g->from + 1);
         if (link_free > start) start = link_free;
-        link_free = start + transfer_ns(r, g) / (g->factor ? g->factor : 1);
+        link_free = start + transfer_ns(r, g);
         g->away = position_at(r, g->from + 1, g->to, link_free);
     }
     free(order);
@@ -213,9 +213,7 @@ static size_t plan_once(const struct ho_plan_run *r, struct ho_gap *gaps, size_t
             unsigned lead = timed(r) ? lead_for(r, g, transfer_ns(r, g)) : (g->lead ? g->lead : 1);
             uint64_t away = g->from + 1;
             if (timed(r))
-                away = position_at(r, g->from + 1, g->to,
-                                   at(r, g->from + 1) +
-                                       transfer_ns(r, g) / (g->factor ? g->factor : 1));
+                away = position_at(r, g->from + 1, g->to, at(r, g->from + 1) + transfer_ns(r, g));
             if (take(r, g, away, lead, &positive)) taken++;
         }
         if (!timed(r) || taken == 0) break;

@@ -11,10 +11,10 @@
  * still over, and it then lowers "over" wherever the buffer is away. Only what the budget needs
  * moves: the link is the real cost. Lengths and leads are in device time when the positions'
  * durations and the link's rate are known, else in launches:
- * - with times, a restore needs bytes / rate, times the gap's `factor` (the late-restore
- *   feedback), plus an eighth; it is issued the fewest launches ahead of the use that cover that
- *   time. Restores share one link: taken gaps are then placed latest deadline first, each
- *   finishing no later than the next one starts, and their leads grow to match.
+ * - with times, a restore needs bytes / rate, plus an eighth; it is issued the fewest launches
+ *   ahead of the use that cover that time. Restores share one link: taken gaps are then placed
+ * latest deadline first, each finishing no later than the next one starts, and their leads grow to
+ * match.
  * - without, the lead is the gap's `lead` in launches.
  * A gap too short for its lead (the buffer would be back before it left) is not taken, nor one of a
  * buffer not worth its move's fixed cost (move_fixed_ns). */
@@ -29,7 +29,6 @@ struct ho_gap {
     uint64_t key, bytes;
     uint64_t from, to; /* positions of the two uses; to < npos unless the run wraps */
     unsigned lead;     /* in: lead in launches, used without times; out: the chosen lead */
-    unsigned factor;   /* in: multiplies the transfer time (1: none) */
     bool taken;        /* out */
     bool rejected;     /* out: taken once, then dropped because the link could not carry it */
     uint64_t away;     /* out: the first position it no longer occupies the device */

@@ -29,8 +29,7 @@ static size_t build(struct ho_gap *gaps, int64_t *over, uint64_t *t, int64_t exc
                                   .bytes = 32 * MIB,
                                   .from = (uint64_t)b,
                                   .to = (uint64_t)(NPOS - 1 - b),
-                                  .lead = 2,
-                                  .factor = 1};
+                                  .lead = 2};
     return NBUF;
 }
 
