@@ -69,9 +69,10 @@ step beside this build's ("baseline ms").
 
 Replays run N at a time (--jobs, default 2): each is its own process with its own virtual clock,
 so running them side by side changes no figure, only the wall time: the 364 replays took 10
-minutes on a shared 2-core machine. --json keeps every replay's figures, --from-json prints their
-table again without replaying (a run saved before the steady figures existed prints "-" in
-their columns). A benchmark prints figures; it asserts nothing.
+minutes on a shared 2-core machine (the marked replays since add 72, one per recording's row).
+--json keeps every replay's figures, --from-json prints their table again without replaying (a
+run saved before the steady or the marked figures existed prints "-" in their columns). A
+benchmark prints figures; it asserts nothing.
 """
 import argparse
 import concurrent.futures
