@@ -29,7 +29,15 @@
  * for.
  *   --policy oracle  plans every move from the whole trace first (policy/oracle.h), writes the
  *                    plan beside the reports, and the library follows it (HOSTOFF_ORACLE_PLAN):
- *                    the bound lookahead is measured against. */
+ *                    the bound lookahead is measured against.
+ *   --mark-steps  a recording without markers whose header names where its steps began
+ *                 (step_lines) is replayed as if the framework had marked them: the replayer
+ *                 calls hostoff_mark_step() just before each recorded step's first event, where a
+ *                 "step" line would be (replayer.c). --json's step_ns are then those marked steps,
+ *                 on the same boundaries as recorded_step_ns, and "marked_steps" is true. Refused
+ *                 (exit 2, nothing replayed) for a trace with no recorded steps, and for one that
+ *                 marks its own steps (they would be marked twice). Without it, nothing changes:
+ *                 the library is told of no recorded step. */
 #include "cli.h"
 #include "options.h"
 #include "units.h"
@@ -76,7 +84,8 @@ struct options {
     const char *report;     /* --report: keep the library's report of the replay here */
     const char *record;     /* --record: HOSTOFF_TRACE of the replay (with the engine's timeline) */
     bool json;
-    double h2d, d2h, duplex;       /* GB/s; duplex: both directions' rates while both run */
+    bool mark_steps;         /* --mark-steps: the recorded steps are marked for the library too */
+    double h2d, d2h, duplex; /* GB/s; duplex: both directions' rates while both run */
     double h2d_duplex, d2h_duplex; /* each of those */
     bool budget_none;
     uint64_t budget;            /* bytes */
@@ -100,7 +109,7 @@ static void usage(FILE *f) {
         f, "usage: hostoff replay TRACE [--budget none|BYTES|PCT%%] "
            "[--policy lookahead|lru|oracle]\n"
            "                      [--link pcie5|c2c|GBPS] [--json]\n"
-           "                      [--report PATH] [--record PATH]\n\n"
+           "                      [--report PATH] [--record PATH] [--mark-steps]\n\n"
            "  --budget   device bytes for the offloaded buffers: a percentage of the trace's peak\n"
            "             (the most bytes its buffers hold at once; default 50%%), a size (60G,\n"
            "             1.5GiB: powers of 1024, docs/units.md), or none: no offload\n"
@@ -117,6 +126,8 @@ static void usage(FILE *f) {
            "  --json     one JSON object instead of the summary\n"
            "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
            "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too)\n"
+           "  --mark-steps  tell the library of each step a recording without markers names\n"
+           "             (its header's step_lines), as if the framework had marked its steps\n"
            "  (--name VALUE and --name=VALUE alike)\n");
 }
 
@@ -133,6 +144,10 @@ static int parse(int argc, char **argv, struct options *o) {
         }
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+            continue;
+        }
+        if (strcmp(a, "--mark-steps") == 0) {
+            o->mark_steps = true;
             continue;
         }
         bool takes = strcmp(a, "--budget") == 0 || strcmp(a, "--policy") == 0 ||
@@ -257,10 +272,12 @@ __attribute__((format(printf, 3, 4))) static void setv(char **slot, size_t *n, c
     slot[(*n)++] = strdup(buf);
 }
 
-/* Runs the replayer; its stdout (one JSON line) into *out. */
-static int run_child(const char *replayer, char **env, const char *trace, char **out) {
-    char *const args[] = {(char *)replayer, (char *)trace, NULL};
-    return cli_run_child("replay", replayer, args, env, out);
+/* Runs the replayer (with --mark-steps when asked); its stdout (one JSON line) into *out. */
+static int run_child(const char *replayer, char **env, const char *trace, bool mark_steps,
+                     char **out) {
+    char *const plain[] = {(char *)replayer, (char *)trace, NULL};
+    char *const marked[] = {(char *)replayer, (char *)"--mark-steps", (char *)trace, NULL};
+    return cli_run_child("replay", replayer, mark_steps ? marked : plain, env, out);
 }
 
 static struct json *read_json_file(const char *path) {
@@ -406,6 +423,7 @@ static void print_json(const struct options *o, const struct trace *t, const str
                (unsigned long long)steady_recorded_step_ns(r));
     else
         printf("],\"steady_recorded_step_ns\":null,");
+    printf("\"marked_steps\":%s,", o->mark_steps ? "true" : "false");
     printf("\"driver_calls\":{");
     for (size_t k = 0; k < sizeof driver_calls / sizeof driver_calls[0]; k++)
         printf("%s\"%s\":%llu", k ? "," : "", driver_calls[k], (unsigned long long)r->calls[k]);
@@ -494,14 +512,20 @@ static void print_summary(const struct options *o, const struct trace *t, const 
         printf("time      %.6f s virtual, replay %.6f s, steady step %.6f s\n",
                (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9,
                (double)steady_step_ns(r) / 1e9);
+    else if (o->mark_steps)
+        printf("time      %.6f s virtual, replay %.6f s (the trace marks no steps: --mark-steps "
+               "marked the recording's own, below)\n",
+               (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9);
     else
         printf("time      %.6f s virtual, replay %.6f s (no steps marked: %s)\n",
                (double)r->virtual_ns / 1e9, (double)r->replay_ns / 1e9,
                r->nstarts > 0 ? "the recording's own steps below"
                               : "the whole replay is the figure");
     if (r->nstarts > 0) {
-        /* The recording's own steps (step_lines), which the library was not told of. */
-        printf("recorded  %zu steps (the recording's step_lines, not marked):", r->nstarts);
+        /* The recording's own steps (step_lines), which the library was told of only with
+         * --mark-steps. */
+        printf("recorded  %zu steps (the recording's step_lines, %s):", r->nstarts,
+               o->mark_steps ? "marked by --mark-steps" : "not marked");
         for (size_t k = 0; k < r->nstarts; k++)
             printf(" %.3f", (double)recorded_step_ns(r, k) / 1e9);
         printf(" s; steady %.6f s (%s)\n", (double)steady_recorded_step_ns(r) / 1e9,
@@ -594,6 +618,20 @@ int cmd_replay(int argc, char **argv) {
     struct trace t;
     if (trace_read(o.trace, &t, err, sizeof err) != 0) {
         cli_error("replay: %s; nothing replayed", err);
+        return 2;
+    }
+    if (o.mark_steps && (t.nstep_at == 0 || t.steps > 0)) {
+        /* Nothing to mark, or markers already there: a replay would not be what was asked. */
+        if (t.steps > 0)
+            cli_error("replay: --mark-steps: %s marks its own steps (%zu step lines); nothing "
+                      "replayed",
+                      o.trace, t.steps);
+        else
+            cli_error("replay: --mark-steps: %s names no recorded steps (its first line has no "
+                      "\"recorder\": {\"step_lines\": [...]}, docs/trace-format.md); nothing "
+                      "replayed",
+                      o.trace);
+        trace_free(&t);
         return 2;
     }
     if (o.budget_pct > 0) {
@@ -702,7 +740,7 @@ int cmd_replay(int argc, char **argv) {
     if (isatty(STDERR_FILENO)) setv(extra, &n, "HOSTOFF_REPLAYER_PROGRESS=1");
     char **env = child_env(extra, n);
     char *child_out = NULL;
-    rc = env != NULL ? run_child(player, env, trace_abs, &child_out) : -1;
+    rc = env != NULL ? run_child(player, env, trace_abs, o.mark_steps, &child_out) : -1;
     struct results r = {0};
     int result = 0;
     if (rc != 0) {

@@ -18,7 +18,7 @@ const struct cli_subcommand cli_subcommands[] = {
      "write the trace of a synthetic training job (gpt, deepseek)"},
     {"replay", cmd_replay,
      "TRACE [--budget none|BYTES|PCT%] [--policy lookahead|lru|oracle] [--link L] [--json] "
-     "[--report PATH] [--record PATH]",
+     "[--report PATH] [--record PATH] [--mark-steps]",
      "replay a trace through libhostoff.so on the simulated driver"},
     {"advise", cmd_advise, "TRACE [--link L] [--policy P] [--budgets PCT,...] [-o DIR] [--json]",
      "step time against budget from one trace: replays, the physical limit, rematerialisation"},

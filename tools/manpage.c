@@ -148,7 +148,9 @@ void man_write(FILE *f) {
             "without step markers whose first line names where its steps began (recorder "
             "step_lines, docs/trace-format.md) is timed step by step without telling the "
             "library: --json gives recorded_step_ns and steady_recorded_step_ns, the mean of the "
-            "last three. hostoff replay --help lists the options.");
+            "last three. --mark-steps tells the library of those steps too, as if the framework "
+            "had marked them (hostoff_mark_step before each step's first event). hostoff replay "
+            "--help lists the options.");
 
     command(f, "advise");
     para(f, "From one recorded or generated trace, the step time against the budget: replays "

@@ -1,4 +1,5 @@
-/* hostoff-replayer TRACE: performs a trace's calls on the CUDA driver, for hostoff replay.
+/* hostoff-replayer [--mark-steps] TRACE: performs a trace's calls on the CUDA driver, for
+ * hostoff replay.
  *
  * hostoff replay runs it under LD_PRELOAD=libhostoff.so against the simulated driver in sparse
  * mode; it reaches the driver through dlopen("libcuda.so.1") and dlsym, the route libcudart
@@ -20,6 +21,10 @@
  * reaches each such step's first event (after pacing the host time before it, just before its
  * call), and nothing else happens: the library is not told, its policy must find the steps
  * itself, as in a job that never marks them.
+ * With --mark-steps (hostoff replay --mark-steps), each such step start is also a step marker:
+ * hostoff_mark_step() is called there, as a "step" line just before the step's first event
+ * would be, and the time after it is both the step's start and its marker's time, so the two
+ * sets of steps share their boundaries exactly.
  * Stream 0 is the legacy default stream; others are created non-blocking, in order of first use.
  *
  * Host pacing: the host spends, between consecutive calls, what the traced host spent outside
@@ -30,8 +35,8 @@
  * stream and waiting for it. Owed time below four call costs accumulates until it is worth a wait.
  *
  * Prints one JSON line on stdout: the events replayed, the simulated host time at each step
- * marker ("step_marks_ns"), at each recorded step's first event ("step_starts_ns") and at the
- * end ("end_ns", after a final cuCtxSynchronize). */
+ * marker ("step_marks_ns", --mark-steps' included), at each recorded step's first event
+ * ("step_starts_ns") and at the end ("end_ns", after a final cuCtxSynchronize). */
 #include "cli.h"
 #include "u64map.h"
 #include "trace_read.h"
@@ -312,14 +317,25 @@ static uint64_t env_u64(const char *name, uint64_t def) {
     return v != NULL && cli_parse_uint(v, false, &x) ? x : def;
 }
 
+/* A recorded step begins here (step_at): noted, and with --mark-steps also marked. */
+static void recorded_step(bool mark_steps, uint64_t start, uint64_t *starts, size_t *nstarts,
+                          uint64_t *marks, size_t *nmarks) {
+    if (mark_steps && cu.mark_step != NULL) cu.mark_step();
+    uint64_t now = cu.now != NULL ? cu.now() - start : 0;
+    starts[(*nstarts)++] = now;
+    if (mark_steps) marks[(*nmarks)++] = now;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: hostoff-replayer TRACE   (run by hostoff replay)\n");
+    bool mark_steps = argc == 3 && strcmp(argv[1], "--mark-steps") == 0;
+    if (argc != 2 && !mark_steps) {
+        fprintf(stderr, "usage: hostoff-replayer [--mark-steps] TRACE   (run by hostoff replay)\n");
         return 2;
     }
+    const char *path = argv[argc - 1];
     static struct trace t;
     char err[1024];
-    if (trace_read(argv[1], &t, err, sizeof err) != 0) {
+    if (trace_read(path, &t, err, sizeof err) != 0) {
         fprintf(stderr, "hostoff-replayer: %s\n", err);
         return 2;
     }
@@ -352,7 +368,8 @@ int main(int argc, char **argv) {
     struct cli_progress prog;
     cli_progress_start(&prog, "replay");
     if (getenv("HOSTOFF_REPLAYER_PROGRESS") == NULL) prog.on = false;
-    uint64_t *marks = calloc(t.steps + 1, sizeof *marks);
+    /* A trace's markers, and with --mark-steps the recorded steps' too. */
+    uint64_t *marks = calloc(t.steps + (mark_steps ? t.nstep_at : 0) + 1, sizeof *marks);
     uint64_t *starts = calloc(t.nstep_at + 1, sizeof *starts);
     if (marks == NULL || starts == NULL) return 1;
     size_t nmarks = 0, nstarts = 0;
@@ -365,9 +382,9 @@ int main(int argc, char **argv) {
             if (e->t > spent) owed += (int64_t)(e->t - spent);
             pace();
         }
-        /* A recorded step begins at this event: noted only (no mark_step, see the top). */
+        /* A recorded step begins at this event: noted only, unless --mark-steps (see the top). */
         while (nstarts < t.nstep_at && t.step_at[nstarts] == i)
-            starts[nstarts++] = cu.now != NULL ? cu.now() - start : 0;
+            recorded_step(mark_steps, start, starts, &nstarts, marks, &nmarks);
         switch (e->kind) {
         case TEV_ALLOC:
             do_alloc(e);
@@ -399,7 +416,7 @@ int main(int argc, char **argv) {
     }
     /* Steps whose lines hold no event (only lines the reader skips) begin at the end. */
     while (nstarts < t.nstep_at)
-        starts[nstarts++] = cu.now != NULL ? cu.now() - start : 0;
+        recorded_step(mark_steps, start, starts, &nstarts, marks, &nmarks);
     CK(NULL, cu.ctx_sync(), "the final cuCtxSynchronize");
     uint64_t end = cu.now != NULL ? cu.now() - start : 0;
     cli_progress_end(&prog);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of the recorded steps of a trace without step markers: the header's "recorder":
 {"step_lines": [...]} (docs/trace-format.md), timed by `hostoff replay` without telling the
-library, and the policy benchmark's steady columns built on them.
+library, or told to it as markers with --mark-steps, and the policy benchmark's steady and
+marked columns and its --breakdown built on them.
 
 Usage: test_recorded_steps.py CLASS [unittest options]   (meson test --suite trace)
 
@@ -25,6 +26,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 import pyharness  # noqa: E402
 from pyharness import need  # noqa: E402
 from test_trace import hostoff, replay_json  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import bench_policy  # noqa: E402  (its --breakdown step boundaries, tested directly)
 
 MS = 1000000
 MIB = 1 << 20
@@ -74,6 +78,39 @@ def recording(path, step_lines=None, marked=False, noise=True):
         with open(path, "w") as f:
             f.write(data)
     return starts
+
+
+def long_first(path):
+    """A recording whose first step has more launches than the others (six of 10 ms, then two
+    each: 20, 30, 40 and 50 ms a step), as a real first step that also initialises does
+    (gpt2-1k.tensor: 5988 launches, then 5212). Returns (its step lines, the launches before each
+    step)."""
+    steps = [[10] * 6, [10, 10], [15, 15], [20, 20], [25, 25]]
+    body, starts, before, n = [], [], [], 0
+    for k, durs in enumerate(steps):
+        starts.append(len(body) + 2)
+        before.append(n)
+        if k == 0:
+            body += [json.dumps({"e": "alloc", "t": 0, "id": i, "bytes": 16 * MIB})
+                     for i in (1, 2)]
+        for j, d in enumerate(durs):
+            body.append(json.dumps({"e": "launch", "t": 0, "s": 0, "k": "a", "ns": d * MS,
+                                    "use": [1 + j % 2]}))
+            n += 1
+        body.append(json.dumps({"e": "sync", "t": 0}))
+    body += [json.dumps({"e": "free", "t": 0, "id": i}) for i in (1, 2)]
+    header = {"hostoff_trace": 1, "device": {"name": "test", "mem_bytes": 1 << 34},
+              "recorder": {"steps": len(steps), "step_lines": starts,
+                           "per_step": [{"device_ns": sum(d) * MS} for d in steps]}}
+    with open(path, "w") as f:
+        f.write(json.dumps(header) + "\n" + "\n".join(body) + "\n")
+    return starts, before
+
+
+def library_trace(path):
+    """The library's trace of a replay (--record): its lines after the header."""
+    with open(path) as f:
+        return [json.loads(line) for line in f.readlines()[1:] if line.strip()]
 
 
 class RecordedSteps(unittest.TestCase):
@@ -175,6 +212,112 @@ class RecordedSteps(unittest.TestCase):
         self.assertIn("(the last three)", line[0])
 
 
+class MarkSteps(unittest.TestCase):
+    """`hostoff replay --mark-steps`: the recorded steps told to the library as markers."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "r.jsonl")
+        self.rec = os.path.join(self.tmp.name, "seen.jsonl")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_the_library_sees_the_markers_where_the_steps_begin(self):
+        recording(self.path)  # skipped lines in steps 2 and 4: lines and events differ
+        marked, out = replay_json(self.path, "--budget", "70%", "--record", self.rec,
+                                  "--mark-steps")
+        self.assertGreater(out["evictions"], 0)
+        self.assertIs(out["marked_steps"], True)
+        seen = [e["e"] for e in library_trace(self.rec)
+                if e["e"] in ("step",) + bench_policy.CALLS]
+        # The same recording with its steps marked in the trace: a "step" line first in each.
+        recording(os.path.join(self.tmp.name, "m.jsonl"), marked=True)
+        with open(os.path.join(self.tmp.name, "m.jsonl")) as f:
+            want = [json.loads(line)["e"] for line in f.readlines()[1:] if line.strip()]
+        want = [e for e in want if e in ("step",) + bench_policy.CALLS]
+        self.assertEqual(want.count("step"), len(DURATIONS))
+        # The replayer's final cuCtxSynchronize comes last.
+        self.assertEqual(seen, want + ["sync"])
+        # Without the option the library is told nothing, and the JSON says so.
+        _, out = replay_json(self.path, "--budget", "70%", "--record", self.rec)
+        self.assertIs(out["marked_steps"], False)
+        self.assertEqual(out["step_ns"], [])
+        self.assertEqual(sum(1 for e in library_trace(self.rec) if e["e"] == "step"), 0)
+        # The marked replay repeats byte for byte.
+        self.assertEqual(marked, replay_json(self.path, "--budget", "70%", "--record", self.rec,
+                                             "--mark-steps")[0])
+
+    def test_marked_steps_are_the_recorded_steps(self):
+        recording(self.path)
+        for budget in ("none", "70%"):
+            with self.subTest(budget=budget):
+                _, out = replay_json(self.path, "--budget", budget, "--mark-steps")
+                steps = out["step_ns"]
+                self.assertEqual(len(steps), len(DURATIONS))
+                self.assertEqual(steps, out["recorded_step_ns"])  # the same boundaries
+                self.assertEqual(sum(steps), out["replay_ns"])
+                # Each its own mean: after the first, and the last three.
+                self.assertEqual(out["steady_step_ns"], sum(steps[1:]) // (len(steps) - 1))
+                self.assertEqual(out["steady_recorded_step_ns"], sum(steps[-3:]) // 3)
+                self.assertEqual(out["steps"], 0)  # the trace's own markers: still none
+                for got, ms in zip(steps, DURATIONS):
+                    self.assertGreaterEqual(got, ms * MS)
+
+    def test_the_marker_costs_no_time_by_itself(self):
+        """lru ignores markers, and without a budget nothing plans: the figures are those of
+        the replay without --mark-steps, but for the marker keys."""
+        recording(self.path)
+        for args in (("--budget", "none"), ("--budget", "70%", "--policy", "lru")):
+            with self.subTest(args=args):
+                _, plain = replay_json(self.path, *args)
+                _, marked = replay_json(self.path, *args, "--mark-steps")
+                self.assertEqual(marked["step_ns"], plain["recorded_step_ns"])
+                for key in ("step_ns", "steady_step_ns", "marked_steps"):
+                    del plain[key], marked[key]
+                self.assertEqual(marked, plain)
+
+    def test_summary(self):
+        recording(self.path)
+        r = hostoff("replay", self.path, "--budget", "none", "--mark-steps")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("(the trace marks no steps: --mark-steps marked the recording's own, "
+                      "below)", r.stdout)
+        self.assertIn("recorded  5 steps (the recording's step_lines, marked by --mark-steps): "
+                      "0.001 0.002 0.003 0.004 0.005 s", r.stdout)
+        r = hostoff("replay", self.path, "--budget", "none")
+        self.assertIn("(the recording's step_lines, not marked)", r.stdout)
+        self.assertNotIn("--mark-steps", r.stdout)
+
+    def test_refused_without_steps_or_with_markers(self):
+        """Nothing to mark, or markers already there: one line, exit 2, nothing replayed (a
+        replayer that only leaves a file must not run)."""
+        fake = os.path.join(self.tmp.name, "fake-replayer")
+        ran = os.path.join(self.tmp.name, "ran")
+        with open(fake, "w") as f:
+            f.write(f"#!/bin/sh\ntouch {ran}\nexit 1\n")
+        os.chmod(fake, 0o700)
+        for what, kw, says in (("no step_lines", {"step_lines": []}, "names no recorded steps"),
+                               ("markers", {"marked": True}, "marks its own steps (5 step")):
+            with self.subTest(what):
+                recording(self.path, **kw)
+                r = hostoff("replay", self.path, "--budget", "none", "--mark-steps",
+                            env_extra={"HOSTOFF_REPLAYER": fake})
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("--mark-steps", r.stderr)
+                self.assertIn(says, r.stderr)
+                self.assertIn("nothing replayed", r.stderr)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+                self.assertFalse(os.path.exists(ran))
+
+    def test_help(self):
+        r = hostoff("replay", "--help")
+        self.assertIn("  --mark-steps  tell the library of each step", r.stdout)
+        man = hostoff("--man").stdout
+        self.assertIn(r"[\-\-record PATH] [\-\-mark\-steps]", man)  # the synopsis
+        self.assertIn(r"\-\-mark\-steps tells the library of those steps too", man)
+
+
 class BenchSteady(unittest.TestCase):
     """tools/bench_policy.py on two tiny recordings (one with the recorder's step_lines, one with
     markers): the steady columns beside the all-steps ones, their values from the replays' own
@@ -228,7 +371,8 @@ class BenchSteady(unittest.TestCase):
     def test_columns_and_values(self):
         head, rows = self.table(self.out)
         for col in ("lookahead steady ms", "lookahead / limit (steady)",
-                    "lookahead / lru (steady)", "warm-up s", "bound (steady)", "T steady ms"):
+                    "lookahead / lru (steady)", "warm-up s", "bound (steady)", "T steady ms",
+                    "marked steady ms", "marked / unmarked (steady)"):
             self.assertIn(col, head)
         self.assertEqual(sorted(rows), ["tinymark", "tinyrec"], self.out)
         runs = self.replays()
@@ -253,6 +397,32 @@ class BenchSteady(unittest.TestCase):
                 self.assertIn(row["bound (steady)"], ("ok", "BROKEN"))
                 # The steps' kernels alone: the last three are 4 ms on average.
                 self.assertGreaterEqual(steady, 4 * MS)
+
+    def test_marked_column(self):
+        """tinyrec (step_lines) is replayed once more with --mark-steps; tinymark, marked
+        already, is not."""
+        _, rows = self.table(self.out)
+        runs = self.replays()
+        mk = runs[("tinyrec", "lookahead", bench_policy.MARKED)]
+        self.assertIs(mk["marked_steps"], True)
+        self.assertEqual(mk["step_ns"], mk["recorded_step_ns"])
+        self.assertNotIn(("tinymark", "lookahead", bench_policy.MARKED), runs)
+        la = runs[("tinyrec", "lookahead", 0)]
+        self.assertIs(la["marked_steps"], False)
+        marked, unmarked = sum(mk["step_ns"][-3:]) / 3, la["steady_recorded_step_ns"]
+        row = rows["tinyrec"]
+        self.assertEqual(row["marked steady ms"], f"{marked / 1e6:.1f}")
+        self.assertEqual(row["marked / unmarked (steady)"], f"{marked / unmarked:.2f}x")
+        self.assertEqual(rows["tinymark"]["marked steady ms"], "")
+        self.assertEqual(rows["tinymark"]["marked / unmarked (steady)"], "")
+        # The target: counted on tinyrec alone, without tolerance.
+        got = [x for x in self.out.splitlines() if x.startswith("| markers never make it worse")]
+        self.assertEqual(len(got), 1, self.out)
+        met = 1 if marked <= unmarked else 0
+        # all, tensor, segment, synthetic, tuning, held out: tinyrec is in "all" and "held out"
+        # only; groups with no recording replayed marked are "-".
+        self.assertEqual(got[0].split(" | ")[1:],
+                         [f"{met} of 1", "-", "-", "-", "-", f"{met} of 1 |"])
 
     def test_targets_on_both(self):
         lines = self.out.splitlines()
@@ -282,6 +452,113 @@ class BenchSteady(unittest.TestCase):
         self.assertEqual(rec["lookahead ms"], now["tinyrec"]["lookahead ms"])
         # The marked rows' steady figures come from step_ns, which older runs have.
         self.assertEqual(rows["tinymark"], now["tinymark"])
+
+    def test_older_json_without_the_marked_replays(self):
+        with open(self.saved) as f:
+            runs = [r for r in json.load(f) if r["_job"][4] != bench_policy.MARKED]
+        for r in runs:
+            r.pop("marked_steps", None)
+        old = os.path.join(self.tmp.name, "old-marks.json")
+        with open(old, "w") as f:
+            json.dump(runs, f)
+        out = self.bench("--from-json", old, "--targets")
+        _, rows = self.table(out)
+        _, now = self.table(self.out)
+        self.assertEqual(rows["tinyrec"]["marked steady ms"], "-")
+        self.assertEqual(rows["tinyrec"]["marked / unmarked (steady)"], "-")
+        self.assertEqual(rows["tinymark"], now["tinymark"])
+        for col, cell in now["tinyrec"].items():
+            if not col.startswith("marked"):
+                self.assertEqual(rows["tinyrec"][col], cell, col)
+        got = [x for x in out.splitlines() if x.startswith("| markers never make it worse")]
+        self.assertEqual(got[0].split(" | ")[1:], ["-"] * 5 + ["- |"])
+
+
+class BenchBreakdown(unittest.TestCase):
+    """tools/bench_policy.py --breakdown: the steps begin where the recording's do, not at an
+    even split of the launches, on a recording whose first step has more launches."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "tinylong.jsonl")
+        self.lines, self.launches_before = long_first(self.path)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def recorded(self):
+        """lookahead at 70%, with the library's trace: (--json, the trace's calls in CALLS in
+        order, its launches, the end of its last call)."""
+        rec = os.path.join(self.tmp.name, "seen.jsonl")
+        _, out = replay_json(self.path, "--budget", "70%", "--policy", "lookahead", "--link",
+                             "pcie5", "--record", rec)
+        seen = library_trace(rec)
+        ordered = [e for e in seen if e["e"] in bench_policy.CALLS and "d" in e]
+        launches = [e for e in seen if e["e"] == "launch"]
+        return out, ordered, launches, max(e["t"] + e["d"] for e in ordered)
+
+    def test_input_steps(self):
+        kinds, before = bench_policy.input_steps(self.path)
+        self.assertEqual(len(kinds), 2 + 14 + 5 + 2)  # allocs, launches, syncs, frees
+        # Step 0 begins at the first call; step k after the allocs, k - 1 steps' launches and
+        # syncs.
+        self.assertEqual(before, [0, 2 + 6 + 1, 2 + 8 + 2, 2 + 10 + 3, 2 + 12 + 4])
+        self.assertEqual([kinds[:n].count("launch") for n in before], self.launches_before)
+        self.assertEqual(self.launches_before, [0, 6, 8, 10, 12])
+        recording(self.path, step_lines=[])
+        self.assertIsNone(bench_policy.input_steps(self.path))
+
+    def test_boundaries_are_the_recorded_steps(self):
+        out, ordered, launches, end = self.recorded()
+        marks = bench_policy.input_steps(self.path)
+        starts, how = bench_policy.step_starts(ordered, launches, [], marks, 5, end)
+        self.assertEqual(how, "the recording's steps (step_lines)")
+        # Each step at the traced call of its first event: the first alloc, then launches.
+        self.assertEqual(starts, [ordered[n]["t"] for n in marks[1]])
+        self.assertEqual(starts[0], ordered[0]["t"])
+        self.assertEqual(ordered[0]["e"], "alloc")
+        self.assertEqual(starts[1:], [launches[n]["t"] for n in self.launches_before[1:]])
+        # On the trace's clock (the virtual clock less the trace's own time), each step lasts
+        # what the replay timed, to within 0.2 ms (20 to 70 ms steps).
+        lasts = [b - a for a, b in zip(starts, starts[1:] + [end])]
+        for got, want in zip(lasts, out["recorded_step_ns"]):
+            self.assertLess(abs(got - want), 200000, (lasts, out["recorded_step_ns"]))
+        # The even split the breakdown used before puts the third step 15 launches' worth off.
+        even, how = bench_policy.step_starts(ordered, launches, [], None, 5, end)
+        self.assertEqual(how, "launches split evenly")
+        self.assertEqual(even, [launches[2 * k]["t"] for k in range(5)])
+        self.assertGreater(abs(even[2] - starts[2]), 5 * MS)
+        # Calls that do not correspond (one missing): each step from its first launch.
+        starts2, how = bench_policy.step_starts(ordered[1:], launches, [], marks, 5, end)
+        self.assertEqual(how, "the recording's steps (step_lines), each from its first launch")
+        self.assertEqual(starts2, [launches[n]["t"] for n in self.launches_before])
+        # The library's own step lines, where it has them, win.
+        steps = [{"e": "step", "t": t} for t in (1, 2, 3)]
+        self.assertEqual(bench_policy.step_starts(ordered, launches, steps, marks, 5, end),
+                         ([1, 2, 3], "the library's step markers"))
+
+    def test_printed_breakdown(self):
+        build = os.path.dirname(os.path.dirname(need("TR_HOSTOFF")))
+        gz = os.path.join(self.tmp.name, "tinylong.jsonl.gz")
+        with open(self.path, "rb") as a, gzip.open(gz, "wb") as b:
+            b.write(a.read())
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_policy.py"),
+                            build, "--dir", self.tmp.name, "--only", "tinylong", "--budget",
+                            "70%", "--link", "pcie5", "--breakdown"],
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(lines[0], "tinylong pcie5 70%: ms per step (moves: count per step); all "
+                         "steps / the last three; steps: the recording's steps (step_lines)")
+        row = [x.split() for x in lines if x.split()[:1] == ["lookahead"]]
+        self.assertEqual(len(row), 1, r.stdout)
+        every, last3 = (float(v) for v in row[0][1].split("/"))
+        out, _, _, _ = self.recorded()
+        steps = out["recorded_step_ns"]
+        # The last three recorded steps: 30, 40 and 50 ms and what the moves cost, not the
+        # even split's 53 ms.
+        self.assertLessEqual(abs(last3 - sum(steps[-3:]) / 3 / MS), 1, r.stdout)
+        self.assertLessEqual(abs(every - sum(steps) / 5 / MS), 1, r.stdout)
 
 
 if __name__ == "__main__":
