@@ -105,7 +105,7 @@ void ho_la_alloc(struct ho_lookahead *la, uint64_t id, uint64_t bytes, uint64_t 
         u64map_put(&la->born, key, la->launches + 1);
         u64map_del(&la->dies, key);
     }
-    if (la->period == 0 && !la->marker_mode) la_history_alloc(la, id, la->serial, site, bytes);
+    if (la->period == 0) la_history_alloc(la, id, la->serial, site, bytes);
     u64map_put(&la->key_of, id, key);
     u64map_put(&la->serial_of, id, la->serial);
     u64map_put(&la->id_of, key, id);
@@ -117,8 +117,7 @@ void ho_la_free(struct ho_lookahead *la, uint64_t id) {
     if (!u64map_get(&la->key_of, id, &key)) return;
     if (key & ROLE_BIT) u64map_put(&la->dies, key, la->launches + 1);
     uint64_t serial;
-    if (la->period == 0 && !la->marker_mode && u64map_get(&la->serial_of, id, &serial))
-        la_history_free(la, serial);
+    if (la->period == 0 && u64map_get(&la->serial_of, id, &serial)) la_history_free(la, serial);
     u64map_del(&la->key_of, id);
     u64map_del(&la->serial_of, id);
     u64map_del(&la->bytes_of, id);
@@ -424,19 +423,36 @@ static void detect(struct ho_lookahead *la, uint64_t func) {
 
 void ho_la_step(struct ho_lookahead *la) {
     uint64_t i = la->launches;
+    bool primed = false;
+    /* What came before the first marker is no step's (the model's weights, made before the loop,
+     * at the same launch count as the first step's first allocations). */
+    if (la->last_marker == 0 && la->period == 0) la_history_reset(la);
     if (la->last_marker != 0) {
         uint64_t p = i - (la->last_marker - 1);
         if (p > 0 && p < HIST / 2) {
-            if (la->period != p) drop_period(la);
+            bool first = la->period == 0; /* nothing to drop, and the history is the step's */
+            if (la->period != p && !first) {
+                if (la->marker_mode && p < la->period) {
+                    /* A step shorter than the one before (a first step that also made the
+                     * optimizer's state): its record is whole, each use at its position from
+                     * the marker, and is the first pattern of the new length. */
+                    pattern_clear(&la->pat);
+                } else {
+                    drop_period(la);
+                }
+            }
             la->period = p;
             la->marker_mode = true;
+            /* The step the two markers bound is a whole one: planned from at once, as a
+             * period found in the launches is (lookahead_history.c). */
+            if (first) primed = la_prime_marked(la);
         }
     }
     la->last_marker = i + 1;
     if (la->period != 0) {
         la->anchor = i;
         la->aligned = true;
-        if (la->nrec > 0) {
+        if (la->nrec > 0 && !primed) {
             la_close_step(la, i);
             la->steps++;
         }
@@ -465,7 +481,7 @@ void ho_la_launch(struct ho_lookahead *la, uint64_t func, const uint64_t *ids, s
                   struct ho_policy_actions *out) {
     out->nevict = out->nrestore = 0;
     func = ordinal(&la->sig_ord, &la->nsig, func);
-    if (la->period == 0 && !la->marker_mode && la->history != NULL)
+    if (la->period == 0 && la->history != NULL)
         for (size_t k = 0; k < n; k++) {
             uint64_t serial, bytes = 1;
             if (!u64map_get(&la->serial_of, ids[k], &serial)) continue;

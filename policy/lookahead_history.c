@@ -165,6 +165,36 @@ static void rename_live(struct ho_lookahead *la, uint64_t from, const struct u64
     la->first_alloc = 0;
 }
 
+/* Plans from the whole step [a - period, a) and names the step under way, [a, i + 1) so far
+ * (none of it when i + 1 == a), when the history holds them. */
+static bool prime_from(struct ho_lookahead *la, uint64_t a, uint64_t i) {
+    struct la_history *h = la->history;
+    uint64_t period = la->period;
+    if (a < period || a - period < h->since || h->nuse == 0) return false;
+    const struct hist_use *ou = &h->use[first_held(h->nuse, HISTORY_USES) % HISTORY_USES];
+    const struct hist_event *oe = &h->ev[first_held(h->nev, HISTORY_EVENTS) % HISTORY_EVENTS];
+    if (!holds_from(h->nuse, HISTORY_USES, ou->launch, a - period) ||
+        !holds_from(h->nev, HISTORY_EVENTS, oe->launch, a - period))
+        return false;
+    struct u64map role = {0}, counts = {0};
+    /* The whole step before the one under way: its pattern, and a plan from it. */
+    name_roles(la, a - period, a, &role, &counts);
+    record_uses(la, a - period, a, &role);
+    la->anchor = a - period;
+    la_close_step(la, a);
+    la->steps++;
+    /* The step under way, from its first allocation to now (launch i's uses are recorded by
+     * ho_la_launch as it goes on, under the names given here). */
+    uint64_t named = name_roles(la, a, i + 1, &role, &counts);
+    record_uses(la, a, i, &role);
+    rename_live(la, a, &role, &counts, named);
+    la->anchor = a;
+    la->aligned = true;
+    u64map_free(&role);
+    u64map_free(&counts);
+    return la->pat.valid;
+}
+
 bool la_prime(struct ho_lookahead *la, uint64_t i) {
     struct la_history *h = la->history;
     uint64_t period = la->period;
@@ -182,30 +212,15 @@ bool la_prime(struct ho_lookahead *la, uint64_t i) {
     /* None (a caching allocator's segments, made once): any phase is a step; the one that
      * proved the period is the last whole one, and the next launch starts the next. */
     if (a == UINT64_MAX) a = i + 1;
-    if (a < period || a - period < h->since) goto out;
-    const struct hist_use *ou = &h->use[first_held(h->nuse, HISTORY_USES) % HISTORY_USES];
-    const struct hist_event *oe = &h->ev[first_held(h->nev, HISTORY_EVENTS) % HISTORY_EVENTS];
-    if (h->nuse == 0 || !holds_from(h->nuse, HISTORY_USES, ou->launch, a - period) ||
-        !holds_from(h->nev, HISTORY_EVENTS, oe->launch, a - period))
-        goto out;
-    struct u64map role = {0}, counts = {0};
-    /* The whole step before the one under way: its pattern, and a plan from it. */
-    name_roles(la, a - period, a, &role, &counts);
-    record_uses(la, a - period, a, &role);
-    la->anchor = a - period;
-    la_close_step(la, a);
-    la->steps++;
-    /* The step under way, from its first allocation to now (launch i's uses are recorded by
-     * ho_la_launch as it goes on, under the names given here). */
-    uint64_t named = name_roles(la, a, i + 1, &role, &counts);
-    record_uses(la, a, i, &role);
-    rename_live(la, a, &role, &counts, named);
-    la->anchor = a;
-    la->aligned = true;
-    u64map_free(&role);
-    u64map_free(&counts);
-    primed = la->pat.valid;
+    primed = prime_from(la, a, i);
 out:
+    la_history_reset(la);
+    return primed;
+}
+
+bool la_prime_marked(struct ho_lookahead *la) {
+    bool primed =
+        la->history != NULL && la->period != 0 && prime_from(la, la->launches, la->launches - 1);
     la_history_reset(la);
     return primed;
 }

@@ -135,5 +135,8 @@ void la_history_use(struct ho_lookahead *la, uint64_t serial, uint64_t bytes);
 /* The period was just adopted at launch i: plans from the step that proved it, and names the
  * step under way, when the history holds them (true); false leaves the adoption as it was. */
 bool la_prime(struct ho_lookahead *la, uint64_t i);
+/* The same when a second step marker gives the period: the step the two markers bound is the
+ * last whole one, and the next launch starts the next. */
+bool la_prime_marked(struct ho_lookahead *la);
 
 #endif

@@ -155,6 +155,39 @@ static void markers_fix_the_period(void **state) {
     ho_la_destroy(L.la);
 }
 
+/* The step between the first two markers is a whole one: the policy plans from it at once, so
+ * the second step already moves act[0] (without the history, the third did). A first step with
+ * one launch more (a framework's first step also makes its optimizer's state) still gives the
+ * later, shorter steps a plan at once: its record is kept at the new length. */
+static void markers_plan_from_the_first_step(void **state) {
+    (void)state;
+    for (int longer_first = 0; longer_first <= 1; longer_first++) {
+        struct loop L = {.la = ho_la_create(2), .next_id = 10};
+        assert_non_null(L.la);
+        ho_la_set_budget(L.la, 80u << 20);
+        ho_la_alloc(L.la, 1, 64u << 20, 0);
+        ho_la_step(L.la);
+        if (longer_first) {
+            uint64_t w = 1;
+            struct ho_policy_actions a;
+            ho_la_launch(L.la, 400, &w, 1, &a);
+        }
+        step(&L);
+        ho_la_step(L.la);
+        step(&L);
+        ho_la_step(L.la);
+        assert_int_equal(ho_la_period(L.la), PERIOD);
+        if (!longer_first) {
+            assert_int_equal(L.act0_evicted_at, 0); /* the second step moved it already */
+            assert_int_equal(L.act0_restored_at, 2 * LAYERS - 1 - 3);
+        }
+        step(&L);
+        assert_int_equal(L.act0_evicted_at, 0);
+        assert_int_equal(L.act0_restored_at, 2 * LAYERS - 1 - 3);
+        ho_la_destroy(L.la);
+    }
+}
+
 /* A loop with a 64 MiB weight buffer (allocated at `site`) under an 80 MiB budget, after
  * `steps` steps each closed by a step marker (the first marker opens the first step). */
 static struct loop marked_loop(int steps, uint64_t site) {
@@ -452,6 +485,7 @@ int main(void) {
         cmocka_unit_test(no_budget_no_moves),
         cmocka_unit_test(a_changed_sequence_drops_the_period),
         cmocka_unit_test(markers_fix_the_period),
+        cmocka_unit_test(markers_plan_from_the_first_step),
         cmocka_unit_test(identical_layers_are_not_the_step),
         cmocka_unit_test(predicts_the_next_use),
         cmocka_unit_test(an_extra_allocation_renames_nothing),
