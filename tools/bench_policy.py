@@ -64,6 +64,12 @@ those events before its step line (the header's step_lines). That correspondence
 (the kinds of the two sequences agree); where it does not hold, the steps begin at their first
 launch instead (launches always correspond), and the heading says so. A trace naming no steps
 has them split by launches evenly (the heading says so too).
+--vmm-free also replays lookahead with the driver's VMM calls free (cuMemCreate, cuMemRelease,
+cuMemMap, cuMemUnmap, cuMemSetAccess: `hostoff replay --costs` with a file of zeros for them):
+"VMM-free steady ms" and its ratio to the steady limit say how much of the gap to the limit is
+those calls' published costs (docs/simcuda.md, "Costs": host-located set-access alone is 98 us
++ 9 us/MiB) rather than the link or the plan. A decomposition, not a target: the real driver
+charges them (the GPU kit measures what).
 --baseline-lib OLD/libhostoff.so also replays lookahead through an older build and shows its
 step beside this build's ("baseline ms").
 
@@ -122,12 +128,14 @@ def input_steps(path):
     return kinds, before
 
 
-def replay(hostoff, trace, budget, policy, link, lib=None, mark_steps=False):
+def replay(hostoff, trace, budget, policy, link, lib=None, mark_steps=False, costs=None):
     cmd = [hostoff, "replay", trace, "--budget", budget, "--link", link, "--json"]
     if policy:
         cmd += ["--policy", policy]
     if mark_steps:
         cmd.append("--mark-steps")
+    if costs:
+        cmd += ["--costs", costs]
     env = dict(os.environ, HOSTOFF_LIB=lib) if lib else None
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
@@ -331,10 +339,17 @@ def run_all(hostoff, args, budgets, links):
                         jobs.append((name, link, b, "lookahead", 2))
                     if recorded:  # the same steps, marked for the library (--mark-steps)
                         jobs.append((name, link, b, "lookahead", MARKED))
+                    if args.vmm_free:
+                        jobs.append((name, link, b, "lookahead", VMM_FREE))
         paths = {w[0]: w[1] for w in work}
+        free = os.path.join(tmp, "vmm-free-costs.txt")
+        with open(free, "w", encoding="utf-8") as f:
+            f.write("# bench_policy.py --vmm-free: the VMM calls cost nothing\n")
+            f.writelines(f"call.{c} 0 0\n" for c in VMM_CALLS)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futs = {j: pool.submit(replay, hostoff, paths[j[0]], j[2], j[3], j[1],
-                                   args.baseline_lib if j[4] == 2 else None, j[4] == MARKED)
+                                   args.baseline_lib if j[4] == 2 else None, j[4] == MARKED,
+                                   free if j[4] == VMM_FREE else None)
                     for j in jobs}
             return {j: f.result() for j, f in futs.items()}, work
 
@@ -354,6 +369,10 @@ def main(argv):
     ap.add_argument("--baseline-lib", metavar="LIBHOSTOFF",
                     help="also replay lookahead through this libhostoff.so (an older build)")
     ap.add_argument("--from-json", help="print the table of a run saved with --json (no replay)")
+    ap.add_argument("--vmm-free", action="store_true",
+                    help="also replay lookahead with the driver's VMM calls free (cuMemCreate, "
+                         "cuMemRelease, cuMemMap, cuMemUnmap, cuMemSetAccess: a cost file of "
+                         "zeros): what of the gap to the limit those calls' published costs are")
     ap.add_argument("--targets", action="store_true",
                     help="also print how many rows meet each of issue 14's targets")
     ap.add_argument("--breakdown", action="store_true",
@@ -398,6 +417,9 @@ def main(argv):
             "lookahead / lru", "lookahead / lru (steady)", "marked steady ms",
             "marked / unmarked (steady)", "warm-up s", "moved / E", "bound",
             "bound (steady)", "budget ok", "illegal/hazards", "repeats", "calls/step")
+    vmm_free = args.vmm_free or any(j[4] == VMM_FREE for j in res)
+    if vmm_free:
+        head = head + ("VMM-free steady ms", "VMM-free / limit (steady)")
     rows, notes, met = [], [], []
     for name, path, steps, dev_ns, recorded in work:
         for link in links:
@@ -466,6 +488,15 @@ def main(argv):
                     marked = marked_ratio = "-"
                 calls = calls_per_step(r["lookahead"], steps) if la is not None else None
                 calls = f"{calls[0]:.0f} / {calls[1]:.0f}" if calls else ""
+                # Lookahead with the VMM calls free: what is left of the gap without their costs.
+                free_cells = ()
+                if vmm_free:
+                    fr = res.get((name, link, b, "lookahead", VMM_FREE))
+                    fr_st = steady_ns(fr) if fr is not None and "error" not in fr else None
+                    free_cells = (("failed" if fr is not None else "-") if fr_st is None
+                                  else f"{fr_st / 1e6:.1f}",
+                                  ratio(fr_st / 1e6 if fr_st is not None else None, lim_st)
+                                  or "-")
                 base = res.get((name, link, b, "lookahead", 2))
                 if base is not None:
                     extra_ms = (f"{base['replay_ns'] / steps / 1e6:.1f}" if "error" not in base
@@ -492,7 +523,7 @@ def main(argv):
                              marked_ratio or ("" if not marked else "-"), warm or "-", moved,
                              bound, bound_st or "-",
                              "ok" if over <= 0 else f"+{over / 1e6:.1f} MB",
-                             f"{unsafe[0]}/{unsafe[1]}", same, calls)
+                             f"{unsafe[0]}/{unsafe[1]}", same, calls) + free_cells
                             + ((extra_ms,) if base is not None else ()))
     if any(len(row) > len(head) for row in rows):
         head = head + ("baseline ms",)
@@ -522,6 +553,8 @@ MARKED = 3  # the job tag of lookahead replayed with the recording's steps marke
 # by itself (lru, which ignores markers, gives the same figures with and without them), so a
 # marked steady step above the unmarked one, by any amount, is what the markers did to the policy.
 MARKED_TOLERANCE = 1.0
+VMM_FREE = 4  # the job tag of lookahead replayed with the VMM calls free (--vmm-free)
+VMM_CALLS = ("cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess")
 TUNING = ("resnet50.", "gpt2-1k.")  # the workloads changes were tried on (docs/policy-benchmark.md)
 
 

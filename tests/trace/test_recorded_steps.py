@@ -331,7 +331,7 @@ class BenchSteady(unittest.TestCase):
         recording(os.path.join(d, "tinymark.jsonl.gz"), marked=True)
         cls.saved = os.path.join(d, "run.json")
         cls.out = cls.bench("--dir", d, "--only", "tiny", "--budget", "70%", "--link", "pcie5",
-                            "--targets", "--json", cls.saved)
+                            "--targets", "--vmm-free", "--json", cls.saved)
 
     @classmethod
     def tearDownClass(cls):
@@ -397,6 +397,27 @@ class BenchSteady(unittest.TestCase):
                 self.assertIn(row["bound (steady)"], ("ok", "BROKEN"))
                 # The steps' kernels alone: the last three are 4 ms on average.
                 self.assertGreaterEqual(steady, 4 * MS)
+
+    def test_vmm_free_column(self):
+        """--vmm-free: lookahead once more under a cost file that makes the VMM calls free, its
+        steady step and its ratio to the steady limit."""
+        head, rows = self.table(self.out)
+        self.assertIn("VMM-free steady ms", head)
+        self.assertIn("VMM-free / limit (steady)", head)
+        runs = self.replays()
+        for name in ("tinyrec", "tinymark"):
+            free = runs[(name, "lookahead", 4)]
+            self.assertTrue(free["costs"].endswith("vmm-free-costs.txt"), free["costs"])
+            self.assertIsNone(runs[(name, "lookahead", 0)]["costs"])
+            steady = (free["steady_recorded_step_ns"] if name == "tinyrec"
+                      else sum(free["step_ns"][-3:]) / 3)
+            with self.subTest(workload=name):
+                self.assertEqual(rows[name]["VMM-free steady ms"], f"{steady / 1e6:.1f}")
+                limit = float(rows[name]["limit steady ms"])
+                self.assertEqual(rows[name]["VMM-free / limit (steady)"],
+                                 f"{steady / 1e6 / limit:.2f}x")
+                # Free calls cost no more than paid ones: at most the step with them.
+                self.assertLessEqual(steady / 1e6, float(rows[name]["lookahead steady ms"]))
 
     def test_marked_column(self):
         """tinyrec (step_lines) is replayed once more with --mark-steps; tinymark, marked
