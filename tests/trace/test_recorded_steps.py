@@ -454,18 +454,22 @@ class BenchSteady(unittest.TestCase):
             self.assertEqual(len(got), 1, label)
             self.assertIn("of 2 |", got[0])  # counted over both rows
 
+    def from_saved(self, runs, name):
+        """What --from-json --targets prints for `runs` (a saved run, edited): its table's rows,
+        this run's, and the whole text."""
+        old = os.path.join(self.tmp.name, name)
+        with open(old, "w") as f:
+            json.dump(runs, f)
+        out = self.bench("--from-json", old, "--targets")
+        return self.table(out)[1], self.table(self.out)[1], out
+
     def test_older_json(self):
         with open(self.saved) as f:
             runs = json.load(f)
         for r in runs:
             r.pop("recorded_step_ns", None)
             r.pop("steady_recorded_step_ns", None)
-        old = os.path.join(self.tmp.name, "old.json")
-        with open(old, "w") as f:
-            json.dump(runs, f)
-        out = self.bench("--from-json", old, "--targets")
-        _, rows = self.table(out)
-        _, now = self.table(self.out)
+        rows, now, _ = self.from_saved(runs, "old.json")
         rec = rows["tinyrec"]
         for col in ("lookahead steady ms", "lookahead / limit (steady)", "warm-up s",
                     "bound (steady)"):
@@ -479,12 +483,7 @@ class BenchSteady(unittest.TestCase):
             runs = [r for r in json.load(f) if r["_job"][4] != bench_policy.MARKED]
         for r in runs:
             r.pop("marked_steps", None)
-        old = os.path.join(self.tmp.name, "old-marks.json")
-        with open(old, "w") as f:
-            json.dump(runs, f)
-        out = self.bench("--from-json", old, "--targets")
-        _, rows = self.table(out)
-        _, now = self.table(self.out)
+        rows, now, out = self.from_saved(runs, "old-marks.json")
         self.assertEqual(rows["tinyrec"]["marked steady ms"], "-")
         self.assertEqual(rows["tinyrec"]["marked / unmarked (steady)"], "-")
         self.assertEqual(rows["tinymark"], now["tinymark"])
