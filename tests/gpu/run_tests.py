@@ -210,6 +210,8 @@ class CostFile(unittest.TestCase):
                "us_create_DEVICE_2MiB": 30.0, "us_create_DEVICE_64MiB": 31.0,
                "us_create_HOST_2MiB": 330.0, "us_create_HOST_64MiB": 7460.0,
                "us_create_HOST_512MiB": 58980.0, "us_map_HOST_2MiB": 6.0,
+               "us_set_access_HOST_2MiB": 116.0, "us_set_access_HOST_64MiB": 674.0,
+               "us_remap_set_access_HOST_2MiB": 20.0, "us_remap_set_access_HOST_64MiB": 82.0,
                "us_unmap_DEVICE_2MiB": 30.0, "us_launch": 2.5, "us_event_query": 0.3,
                "us_hostalloc_2MiB": 300.0, "us_hostalloc_64MiB": 7400.0,
                "copy_gbps_h2d": 55.1, "copy_gbps_both_d2h": 35.0,
@@ -224,6 +226,14 @@ class CostFile(unittest.TestCase):
         self.assertAlmostEqual(per, 115000, delta=200)
         self.assertAlmostEqual(fixed, 100000, delta=1000)
         self.assertEqual(rows["call.cuMemMap.host"], [6000.0])  # one size: fixed only
+        # Set-access on the host location: the eviction's remap onto a pinned slot (1 us/MiB
+        # through 20 us at 2 MiB and 82 at 64), not a first mapping's (9 us/MiB), which the
+        # row's comment keeps.
+        fixed, per = rows["call.cuMemSetAccess.host"]
+        self.assertAlmostEqual(per, 1000, delta=1)
+        self.assertAlmostEqual(fixed, 18000, delta=1)
+        line = next(l for l in text.splitlines() if l.startswith("call.cuMemSetAccess.host"))
+        self.assertIn("remapped, as an eviction does (first mapping: 2 MiB 116.0 us", line)
         self.assertEqual(rows["call.cuLaunchKernel"], [2500.0])
         self.assertEqual(rows["link.h2d"], [55.1])
         self.assertEqual(rows["link.d2h_duplex"], [35.0])

@@ -280,8 +280,12 @@ class VmmFactsSim(unittest.TestCase):
                   "copy_gbps_h2d", "copy_gbps_d2h", "copy_gbps_both_sum", "copy_gbps_evict",
                   "copy_gbps_evict_restore_sum", "us_hostalloc_2MiB", "us_freehost_64MiB",
                   "us_memalloc_64MiB", "us_launch", "us_event_record", "us_event_query",
-                  "us_stream_wait_event", "copy_gbps_dtod"):
+                  "us_stream_wait_event", "copy_gbps_dtod", "us_remap_map_HOST_2MiB",
+                  "us_remap_set_access_HOST_64MiB", "us_remap_unmap_HOST_64MiB"):
             self.assertGreater(f[k], 0, k)
+        # The eviction's remap onto a pinned slot, measured on its own (the host location only).
+        self.assertIn("HOST 64 MiB remap", r.out)
+        self.assertNotIn("us_remap_map_DEVICE_2MiB", f)
         self.assertEqual(f["sections_done"], "facts,calls,bw,costs")
         self.assertEqual(f["sections_failed"], "")
         # --quick measures 2 and 64 MiB: 512 MiB is absent, never a made-up 0.

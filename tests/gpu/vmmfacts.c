@@ -7,7 +7,10 @@
  *           the device and the host location. Always runs: the others need the host location
  *           it finds.
  *   calls   the per-call cost (median wall time) of cuMemCreate, cuMemMap, cuMemSetAccess,
- *           cuMemUnmap and cuMemRelease at 2, 64 and 512 MiB, for device- and host-located handles
+ *           cuMemUnmap and cuMemRelease at 2, 64 and 512 MiB, for device- and host-located handles;
+ *           and for host-located ones the engine's own remap: cuMemMap, cuMemSetAccess and
+ *           cuMemUnmap of a second address for a handle pinned once and kept mapped at its own
+ *           (what every eviction does with a pool slot; the first mapping is paid once a slot)
  *   bw      kernel read bandwidth from device memory, from a host-located VMM mapping (what a
  *           kernel sees when it touches an evicted buffer: the zero-copy rate) and from mapped
  *           pinned host memory; copy bandwidth between pinned host and device memory, H2D and D2H
@@ -373,6 +376,75 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     printf("   (median of %d)\n", n);
 }
 
+/* Median cost in microseconds of an eviction's remap onto a pinned slot: the handle is created
+ * and mapped (with access) at a window once, as the engine's host pool does, then mapped at a
+ * second address, given access and unmapped `reps` times. */
+static void remap_costs(CUmemLocationType loc, uint64_t mib, int reps) {
+    char label[64];
+    snprintf(label, sizeof label, "%s %llu MiB remap", loc_name(loc), (unsigned long long)mib);
+    if (mib * KIT_MIB > alloc_cap) {
+        printf("%-22s skipped: over a sixteenth of free device memory\n", label);
+        return;
+    }
+    CUmemAllocationProp p = prop_for(loc);
+    size_t gran = 0;
+    if (cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
+        gran == 0)
+        gran = 2 * KIT_MIB;
+    size_t size = round_up(mib * KIT_MIB, gran);
+    CUdeviceptr window, va;
+    KIT_CK(cuMemAddressReserve(&window, size, 0, 0, 0));
+    KIT_CK(cuMemAddressReserve(&va, size, 0, 0, 0));
+    CUmemGenericAllocationHandle h;
+    CUresult rc = cuMemCreate(&h, size, &p, 0);
+    bool made = rc == CUDA_SUCCESS;
+    if (made) rc = cuMemMap(window, size, 0, h, 0);
+    bool at_window = made && rc == CUDA_SUCCESS;
+    if (at_window) rc = cuMemSetAccess(window, size, device_access(), 1);
+    double t[3][16];
+    int n = 0;
+    for (int r = 0; r <= reps && rc == CUDA_SUCCESS; r++) { /* r == 0: warm-up */
+        double a = kit_now();
+        rc = cuMemMap(va, size, 0, h, 0);
+        double b = kit_now();
+        if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, device_access(), 1);
+        double c = kit_now();
+        CUresult u = cuMemUnmap(va, size);
+        double d = kit_now();
+        if (rc == CUDA_SUCCESS) rc = u;
+        if (r > 0 && rc == CUDA_SUCCESS && n < 16) {
+            t[0][n] = b - a;
+            t[1][n] = c - b;
+            t[2][n] = d - c;
+            n++;
+        }
+    }
+    if (at_window) cuMemUnmap(window, size);
+    if (made) cuMemRelease(h);
+    cuMemAddressFree(va, size);
+    cuMemAddressFree(window, size);
+    if (rc != CUDA_SUCCESS || n == 0) {
+        char key[96];
+        printf("%-22s %s\n", label, kit_rc_name(rc));
+        snprintf(key, sizeof key, "remap_failed_%s_%lluMiB", loc_name(loc),
+                 (unsigned long long)mib);
+        jstr(key, kit_rc_name(rc));
+        return;
+    }
+    static const char *names[3] = {"map", "set_access", "unmap"};
+    printf("%-22s %11s", label, "");
+    for (int k = 0; k < 3; k++) {
+        double us = 1e6 * kit_median(t[k], n);
+        printf(" %11.1f", us);
+        char key[96];
+        snprintf(key, sizeof key, "us_remap_%s_%s_%lluMiB", names[k], loc_name(loc),
+                 (unsigned long long)mib);
+        jnum(key, us);
+    }
+    printf("   (median of %d)\n", n);
+}
+
 static void section_calls(void) {
     printf("\n%-22s %11s %11s %11s %11s %11s\n", "per-call cost, us", "create", "map", "set-access",
            "unmap", "release");
@@ -384,6 +456,10 @@ static void section_calls(void) {
         call_costs(CU_MEM_LOCATION_TYPE_DEVICE, sizes[s], reps);
         jflush();
         if (host_loc != 0) call_costs(host_loc, sizes[s], reps);
+        jflush();
+    }
+    for (int s = 0; host_loc != 0 && s < nsizes; s++) {
+        remap_costs(host_loc, sizes[s], opt.quick ? 2 : reps_full[s]);
         jflush();
     }
 }
