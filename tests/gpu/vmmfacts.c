@@ -310,21 +310,74 @@ static void section_facts(void) {
 
 /* ------------------------------------------------------------------------- calls */
 
+/* The row label, the allocation properties and the size (mib rounded up to the location's
+ * granularity) of one measurement; false (and a "skipped" line) when it would take more than the
+ * kit allows itself of the device's free memory. */
+static bool measurement(CUmemLocationType loc, uint64_t mib, const char *what, char *label,
+                        size_t labcap, CUmemAllocationProp *p, size_t *size) {
+    snprintf(label, labcap, "%s %llu MiB%s", loc_name(loc), (unsigned long long)mib, what);
+    if (mib * KIT_MIB > alloc_cap) {
+        printf("%-22s skipped: over a sixteenth of free device memory\n", label);
+        return false;
+    }
+    *p = prop_for(loc);
+    size_t gran = 0;
+    if (cuMemGetAllocationGranularity(&gran, p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+        gran == 0)
+        gran = 2 * KIT_MIB;
+    *size = round_up(mib * KIT_MIB, gran);
+    return true;
+}
+
+/* One row of the calls table and its JSON figures: the median of each call's n times, in
+ * microseconds ("us_<stem><call>_<LOC>_<N>MiB"), under the table's columns (a remap has no
+ * create: its first column is blank); or, when the calls failed, what failed
+ * ("<stem or calls_>failed_<LOC>_<N>MiB"). */
+static void report(CUmemLocationType loc, uint64_t mib, const char *label, const char *stem,
+                   CUresult rc, double t[][16], int n, const char *const *names, int ncalls) {
+    char key[96];
+    if (rc != CUDA_SUCCESS || n == 0) {
+        printf("%-22s %s\n", label, kit_rc_name(rc));
+        snprintf(key, sizeof key, "%sfailed_%s_%lluMiB", *stem ? stem : "calls_", loc_name(loc),
+                 (unsigned long long)mib);
+        jstr(key, kit_rc_name(rc));
+        return;
+    }
+    printf("%-22s", label);
+    if (ncalls < 5) printf(" %11s", "");
+    for (int k = 0; k < ncalls; k++) {
+        double us = 1e6 * kit_median(t[k], n);
+        printf(" %11.1f", us);
+        snprintf(key, sizeof key, "us_%s%s_%s_%lluMiB", stem, names[k], loc_name(loc),
+                 (unsigned long long)mib);
+        jnum(key, us);
+    }
+    printf("   (median of %d)\n", n);
+}
+
+/* Maps h at va, gives the device access to it and unmaps it, each call timed (seconds, in t[0],
+ * t[1], t[2]); the first failure, else the unmap's result. */
+static CUresult timed_map_access_unmap(CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h,
+                                       double t[3]) {
+    double a = kit_now();
+    CUresult rc = cuMemMap(va, size, 0, h, 0);
+    double b = kit_now();
+    if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, device_access(), 1);
+    double c = kit_now();
+    CUresult u = cuMemUnmap(va, size);
+    double d = kit_now();
+    t[0] = b - a;
+    t[1] = c - b;
+    t[2] = d - c;
+    return rc != CUDA_SUCCESS ? rc : u;
+}
+
 /* Median per-call cost in microseconds of the five VMM calls for one location and size. */
 static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     char label[64];
-    snprintf(label, sizeof label, "%s %llu MiB", loc_name(loc), (unsigned long long)mib);
-    if (mib * KIT_MIB > alloc_cap) {
-        printf("%-22s skipped: over a sixteenth of free device memory\n", label);
-        return;
-    }
-    CUmemAllocationProp p = prop_for(loc);
-    size_t gran = 0;
-    if (cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
-            CUDA_SUCCESS ||
-        gran == 0)
-        gran = 2 * KIT_MIB;
-    size_t size = round_up(mib * KIT_MIB, gran);
+    CUmemAllocationProp p;
+    size_t size;
+    if (!measurement(loc, mib, "", label, sizeof label, &p, &size)) return;
     CUdeviceptr va;
     KIT_CK(cuMemAddressReserve(&va, size, 0, 0, 0));
     double t[5][16];
@@ -336,44 +389,23 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
         rc = cuMemCreate(&h, size, &p, 0);
         double b = kit_now();
         if (rc != CUDA_SUCCESS) break;
-        rc = cuMemMap(va, size, 0, h, 0);
-        double c = kit_now();
-        if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, device_access(), 1);
-        double d = kit_now();
-        CUresult u = cuMemUnmap(va, size);
+        double m[3];
+        rc = timed_map_access_unmap(va, size, h, m);
         double e = kit_now();
         CUresult rel = cuMemRelease(h);
         double f = kit_now();
-        if (rc == CUDA_SUCCESS) rc = u != CUDA_SUCCESS ? u : rel;
+        if (rc == CUDA_SUCCESS) rc = rel;
         if (r > 0 && rc == CUDA_SUCCESS && n < 16) {
             t[0][n] = b - a;
-            t[1][n] = c - b;
-            t[2][n] = d - c;
-            t[3][n] = e - d;
+            for (int k = 0; k < 3; k++)
+                t[1 + k][n] = m[k];
             t[4][n] = f - e;
             n++;
         }
     }
     cuMemAddressFree(va, size);
-    if (rc != CUDA_SUCCESS || n == 0) {
-        char key[96];
-        printf("%-22s %s\n", label, kit_rc_name(rc));
-        snprintf(key, sizeof key, "calls_failed_%s_%lluMiB", loc_name(loc),
-                 (unsigned long long)mib);
-        jstr(key, kit_rc_name(rc));
-        return;
-    }
-    static const char *names[5] = {"create", "map", "set_access", "unmap", "release"};
-    printf("%-22s", label);
-    for (int k = 0; k < 5; k++) {
-        double us = 1e6 * kit_median(t[k], n);
-        printf(" %11.1f", us);
-        char key[96];
-        snprintf(key, sizeof key, "us_%s_%s_%lluMiB", names[k], loc_name(loc),
-                 (unsigned long long)mib);
-        jnum(key, us);
-    }
-    printf("   (median of %d)\n", n);
+    static const char *const names[5] = {"create", "map", "set_access", "unmap", "release"};
+    report(loc, mib, label, "", rc, t, n, names, 5);
 }
 
 /* Median cost in microseconds of an eviction's remap onto a pinned slot: the handle is created
@@ -381,18 +413,9 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
  * second address, given access and unmapped `reps` times. */
 static void remap_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     char label[64];
-    snprintf(label, sizeof label, "%s %llu MiB remap", loc_name(loc), (unsigned long long)mib);
-    if (mib * KIT_MIB > alloc_cap) {
-        printf("%-22s skipped: over a sixteenth of free device memory\n", label);
-        return;
-    }
-    CUmemAllocationProp p = prop_for(loc);
-    size_t gran = 0;
-    if (cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
-            CUDA_SUCCESS ||
-        gran == 0)
-        gran = 2 * KIT_MIB;
-    size_t size = round_up(mib * KIT_MIB, gran);
+    CUmemAllocationProp p;
+    size_t size;
+    if (!measurement(loc, mib, " remap", label, sizeof label, &p, &size)) return;
     CUdeviceptr window, va;
     KIT_CK(cuMemAddressReserve(&window, size, 0, 0, 0));
     KIT_CK(cuMemAddressReserve(&va, size, 0, 0, 0));
@@ -405,18 +428,11 @@ static void remap_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     double t[3][16];
     int n = 0;
     for (int r = 0; r <= reps && rc == CUDA_SUCCESS; r++) { /* r == 0: warm-up */
-        double a = kit_now();
-        rc = cuMemMap(va, size, 0, h, 0);
-        double b = kit_now();
-        if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, device_access(), 1);
-        double c = kit_now();
-        CUresult u = cuMemUnmap(va, size);
-        double d = kit_now();
-        if (rc == CUDA_SUCCESS) rc = u;
+        double m[3];
+        rc = timed_map_access_unmap(va, size, h, m);
         if (r > 0 && rc == CUDA_SUCCESS && n < 16) {
-            t[0][n] = b - a;
-            t[1][n] = c - b;
-            t[2][n] = d - c;
+            for (int k = 0; k < 3; k++)
+                t[k][n] = m[k];
             n++;
         }
     }
@@ -424,25 +440,8 @@ static void remap_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     if (made) cuMemRelease(h);
     cuMemAddressFree(va, size);
     cuMemAddressFree(window, size);
-    if (rc != CUDA_SUCCESS || n == 0) {
-        char key[96];
-        printf("%-22s %s\n", label, kit_rc_name(rc));
-        snprintf(key, sizeof key, "remap_failed_%s_%lluMiB", loc_name(loc),
-                 (unsigned long long)mib);
-        jstr(key, kit_rc_name(rc));
-        return;
-    }
-    static const char *names[3] = {"map", "set_access", "unmap"};
-    printf("%-22s %11s", label, "");
-    for (int k = 0; k < 3; k++) {
-        double us = 1e6 * kit_median(t[k], n);
-        printf(" %11.1f", us);
-        char key[96];
-        snprintf(key, sizeof key, "us_remap_%s_%s_%lluMiB", names[k], loc_name(loc),
-                 (unsigned long long)mib);
-        jnum(key, us);
-    }
-    printf("   (median of %d)\n", n);
+    static const char *const names[3] = {"map", "set_access", "unmap"};
+    report(loc, mib, label, "remap_", rc, t, n, names, 3);
 }
 
 static void section_calls(void) {
