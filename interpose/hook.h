@@ -16,6 +16,7 @@ static inline bool ho_enter(enum ho_hook_id id) {
     if (!ho_init()) return false;
     if (!atomic_load_explicit(&ho_hook_routed[id], memory_order_relaxed))
         atomic_store_explicit(&ho_hook_routed[id], 1, memory_order_relaxed);
+    ho_trace_enter();     /* the call's time in the trace includes the progress point's */
     ho_engine_progress(); /* a progress point: nearly free when nothing is moving */
     return true;
 }

@@ -159,11 +159,27 @@ static void decide(void) {
     atomic_store(&ho_trace_state, HO_TRACE_ON);
 }
 
-uint64_t ho_trace_begin_slow(void) {
+/* The trace clock now, 0 when not tracing (deciding first). */
+static uint64_t trace_now(void) {
     if (atomic_load_explicit(&ho_trace_state, memory_order_acquire) == HO_TRACE_UNDECIDED)
         pthread_once(&decide_once, decide);
     if (atomic_load_explicit(&ho_trace_state, memory_order_acquire) != HO_TRACE_ON) return 0;
     return ho_trace_clock();
+}
+
+/* The entry time of the hook this thread is in (ho_trace_enter), 0 once taken. A hook that
+ * traces nothing leaves it for the next hook's entry to overwrite; only hooks take it. */
+static _Thread_local uint64_t entry_ns;
+
+void ho_trace_enter_slow(void) {
+    entry_ns = ho_trace_clock();
+}
+
+uint64_t ho_trace_begin_slow(void) {
+    uint64_t t = entry_ns;
+    entry_ns = 0;
+    uint64_t now = trace_now();
+    return t != 0 && now != 0 && t <= now ? t : now;
 }
 
 /* ---------------------------------------------------------------------------- the buffer */
@@ -420,7 +436,7 @@ void ho_trace_capture(int delta) {
 }
 
 void ho_trace_step(void) {
-    uint64_t t0 = ho_trace_begin();
+    uint64_t t0 = trace_now(); /* not a hook: it has no entry time of its own */
     if (t0 == 0) return;
     ho_mutex_lock(&tr.lock);
     if (ho_trace_append(TR_STEP, t0, NULL, 0) != NULL) maybe_flush();
