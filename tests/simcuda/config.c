@@ -54,6 +54,8 @@ static const struct opt options[] = {
     {"SIMCUDA_DEVICE_MEM", OPT_SIZE, "141G", "a size such as 80G or 141G", OFF(device_mem)},
     {"SIMCUDA_DEVICES", OPT_COUNT, "1", "a device count from 1 to 16", OFF(devices)},
     {"SIMCUDA_LAUNCH_NS", OPT_COUNT, "2500", "a whole number of nanoseconds", OFF(launch_ns)},
+    {"SIMCUDA_LAUNCH_QUEUE", OPT_COUNT, "1024", "a kernel count from 0 (unbounded) to 1048576",
+     OFF(launch_queue)},
     {"SIMCUDA_H2D_GBPS", OPT_RATE, "55", "a positive rate in GB/s", OFF(h2d_gbps)},
     {"SIMCUDA_D2H_GBPS", OPT_RATE, "55", "a positive rate in GB/s", OFF(d2h_gbps)},
     {"SIMCUDA_DUPLEX_GBPS", OPT_RATE, "88", "a positive rate in GB/s", OFF(duplex_gbps)},
@@ -77,6 +79,8 @@ static bool apply(const struct opt *o, const char *text, struct sim_config *cfg)
         if (strcmp(o->name, "SIMCUDA_DEVICES") == 0) {
             if (u < 1 || u > SIM_MAX_DEVICES) return false;
             *(int *)(void *)dst = (int)u;
+        } else if (strcmp(o->name, "SIMCUDA_LAUNCH_QUEUE") == 0 && u > (1u << 20)) {
+            return false;
         } else {
             *(uint64_t *)(void *)dst = u;
         }

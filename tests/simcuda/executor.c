@@ -160,6 +160,38 @@ static void advance_host_to(uint64_t t) {
     }
 }
 
+/* The launch queue. A stream holds at most SIMCUDA_LAUNCH_QUEUE kernels that have not ended;
+ * one more launch blocks the host until the oldest one ends, and then returns. Measured on
+ * NVIDIA's driver (docs/simcuda.md, "Asynchrony and virtual time"): about 1000 launches queue on
+ * one stream at a few microseconds each, after which each launch takes as long as a kernel runs,
+ * and each stream has a queue of its own. Without it the host ran any number of launches ahead
+ * of the device, which no real host can. */
+void sim_stream_admit(struct sim_stream *s, struct sim_op *op) {
+    uint64_t depth = sim.cfg.launch_queue;
+    if (depth == 0) return; /* unbounded, as before the queue was modelled */
+    if (s->queue == NULL && (s->queue = calloc(depth, sizeof *s->queue)) == NULL)
+        return; /* no memory for the ring: this stream's launches never wait */
+    if (s->queue_len == depth) {
+        struct sim_op *oldest = s->queue[s->queue_head];
+        advance_host_to(sim_op_wait_end(oldest));
+        sim_op_release(oldest);
+        s->queue_head = (unsigned)((s->queue_head + 1) % depth);
+        s->queue_len--;
+    }
+    op->refs++;
+    s->queue[(s->queue_head + s->queue_len) % depth] = op;
+    s->queue_len++;
+}
+
+void sim_stream_queue_drop(struct sim_stream *s) {
+    uint64_t depth = sim.cfg.launch_queue;
+    for (unsigned i = 0; s->queue != NULL && i < s->queue_len; i++)
+        sim_op_release(s->queue[(s->queue_head + i) % depth]);
+    free(s->queue);
+    s->queue = NULL;
+    s->queue_len = s->queue_head = 0;
+}
+
 CUresult sim_stream_sync_locked(struct sim_stream *s) {
     struct sim_op *op = s->last_op;
     if (op != NULL) advance_host_to(sim_op_wait_end(op));

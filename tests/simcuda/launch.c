@@ -111,7 +111,10 @@ static CUresult launch(CUfunction h, const unsigned grid[3], const unsigned bloc
     struct sim_op *op = NULL;
     rc = sim_build_kernel_op(f, s, grid, block, shared, params, extra, &op);
     if (rc == CUDA_SUCCESS) {
-        if (!sim_capture_intercept(s, op, &rc)) sim_op_enqueue(op);
+        if (!sim_capture_intercept(s, op, &rc)) {
+            sim_stream_admit(s, op);
+            sim_op_enqueue(op);
+        }
         sim_op_release(op);
     }
     sim_unlock();

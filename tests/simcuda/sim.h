@@ -39,6 +39,7 @@ struct sim_config {
     uint64_t device_mem;     /* SIMCUDA_DEVICE_MEM, bytes per device */
     int devices;             /* SIMCUDA_DEVICES */
     uint64_t launch_ns;      /* SIMCUDA_LAUNCH_NS: host cost of every API call */
+    uint64_t launch_queue;   /* SIMCUDA_LAUNCH_QUEUE: unended kernels a stream holds */
     double h2d_gbps;         /* SIMCUDA_H2D_GBPS */
     double d2h_gbps;         /* SIMCUDA_D2H_GBPS */
     double duplex_gbps;      /* SIMCUDA_DUPLEX_GBPS: both directions together */
@@ -166,6 +167,10 @@ struct sim_stream {
     unsigned long long id;
     uint64_t last_end_ns;   /* virtual end of the last operation that ran */
     struct sim_op *last_op; /* last enqueued operation (referenced), or NULL */
+    /* Its launch queue (SIMCUDA_LAUNCH_QUEUE, executor.c): the kernels launched onto it that may
+     * not have ended yet, oldest first; a ring of queue_len ops from queue_head (referenced). */
+    struct sim_op **queue;
+    unsigned queue_head, queue_len;
     /* Capture state (graph.c). */
     struct sim_capture *capture;
     struct sim_order order; /* what its next work is ordered after (reuse.c) */
@@ -547,6 +552,11 @@ void sim_device_drain(struct sim_device *dev);
 /* Stream synchronisation helpers (lock held): advance the host clock to the stream's completion.
  * Return the sticky error if one is set. */
 CUresult sim_stream_sync_locked(struct sim_stream *s);
+/* A kernel about to be enqueued on s takes a place in s's launch queue, the host first waiting
+ * (in virtual time) for the oldest kernel there to end when the queue is full. Lock held. */
+void sim_stream_admit(struct sim_stream *s, struct sim_op *op);
+/* Drops s's launch queue (the stream is destroyed). Lock held. */
+void sim_stream_queue_drop(struct sim_stream *s);
 CUresult sim_ctx_sync_locked(struct sim_ctx *ctx);
 /* Checks whether freeing/unmapping [addr, addr+bytes) now would pull memory from under work
  * still in flight in virtual time; counts a hazard if so (lock held). */

@@ -38,6 +38,7 @@ static void ptds_thread_exit(void *unused) {
         s->destroyed = true;
         sim_op_release(s->last_op);
         s->last_op = NULL;
+        sim_stream_queue_drop(s);
         if (--s->refs == 0) {
             s->magic = SIM_MAGIC_DEAD;
             free(s);
@@ -138,6 +139,7 @@ SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
     struct sim_op *last = s->last_op;
     s->last_op = NULL;
     sim_op_release(last);
+    sim_stream_queue_drop(s);
     if (--s->refs == 0) {
         s->magic = SIM_MAGIC_DEAD;
         free(s);

@@ -563,6 +563,36 @@ static void test_host_functions_in_order(void **state) {
     CU_OK(cuStreamDestroy(s));
 }
 
+/* A stream holds SIMCUDA_LAUNCH_QUEUE (1024) kernels that have not ended; the next launch waits
+ * for the oldest to end, as the driver's does, and each stream has its own queue. 3000 launches
+ * of 1 ms kernels: kernel k runs [t0 + 2.5 us + (k-1) ms, t0 + 2.5 us + k ms), launch k (k >
+ * 1024) returns when kernel k - 1024 ends, so the 3000th returns at kernel 1976's end (without
+ * the queue, at t0 + 3000 x 2.5 us = 7.5 ms). */
+static void test_launch_queue_fills(void **state) {
+    (void)state;
+    CUstream s, other;
+    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuCtxSynchronize());
+    uint64_t t0 = simcuda_now_ns();
+    for (int k = 1; k <= 1024; k++)
+        CU_OK(launch(fn_ms, s, NULL));
+    assert_int_equal(simcuda_now_ns() - t0, 1024 * LAUNCH_NS); /* room for every one */
+    for (int k = 1025; k <= 3000; k++)
+        CU_OK(launch(fn_ms, s, NULL));
+    assert_int_equal(simcuda_now_ns() - t0, LAUNCH_NS + 1976 * MS);
+    /* Another stream's queue is empty: its launches return at once. */
+    uint64_t t1 = simcuda_now_ns();
+    for (int k = 0; k < 10; k++)
+        CU_OK(launch(fn_ms, other, NULL));
+    assert_int_equal(simcuda_now_ns() - t1, 10 * LAUNCH_NS);
+    /* The queued kernels all run: the stream ends at kernel 3000's end. */
+    CU_OK(cuStreamSynchronize(s));
+    assert_int_equal(simcuda_now_ns() - t0, LAUNCH_NS + 3000 * MS);
+    CU_OK(cuStreamDestroy(s));
+    CU_OK(cuStreamDestroy(other));
+}
+
 int main(void) {
     const struct CMUnitTest children[] = {
         cmocka_unit_test(test_determinism),
@@ -576,6 +606,7 @@ int main(void) {
         cmocka_unit_test(test_legacy_default_stream),
         cmocka_unit_test(test_per_thread_default_stream),
         cmocka_unit_test(test_host_functions_in_order),
+        cmocka_unit_test(test_launch_queue_fills),
     };
     int failed = cmocka_run_group_tests_name("stream_children", children, NULL, NULL);
     failed += cmocka_run_group_tests_name("stream", tests, group_setup, NULL);
