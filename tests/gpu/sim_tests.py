@@ -128,7 +128,7 @@ def kit_image_kernels():
     image = image[:image.index("\n\n")]
     wide = text[text.index("#define KIT_WIDE_IMAGE"):].splitlines()[0]
     kernels = {}
-    for m in re.finditer(r'"kernel (\w+)((?: \w+)*)\\n"', image + wide):
+    for m in re.finditer(r'"kernel (\w+)((?: \w+)*)(?: ns=[\w:]+)?\\n"', image + wide):
         kernels[m.group(1)] = m.group(2).split()
     table = text[text.index("#define KIT_KERNELS(X)"):]
     table = table[:table.index("\n\n")]
