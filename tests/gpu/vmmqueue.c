@@ -14,6 +14,8 @@
  *    32 launches (fewer at the end) are slow too by their median: the number of kernels the
  *    stream held, gate included, when a launch first blocked. One slow launch alone (the host
  *    descheduled, a page fault) does not end the count; how many there were is reported too.
+ *    The count is of kernels with one 8-byte parameter: a driver whose queue is a ring of
+ *    command bytes could hold fewer launches with large parameter blocks.
  *
  * 2. Whether VMM calls on one thread slow launches on another. The engine remaps host-located
  *    slots (cuMemMap, cuMemSetAccess, cuMemUnmap) on the application's thread today; a helper
@@ -269,8 +271,7 @@ static void remap_launch_section(void) {
     pthread_t b;
     if (pthread_create(&b, NULL, remap_loop, &rm) != 0) {
         vf_slot_close(&slot);
-        vf_jstr("error_queue_thread", "pthread_create failed");
-        return;
+        kit_die_rc(CUDA_ERROR_OPERATING_SYSTEM, "pthread_create", __FILE__, __LINE__);
     }
     while (!atomic_load(&rm.running))
         sched_yield();
