@@ -65,6 +65,21 @@ extern "C" __global__ void kit_read(const uint64_t *buf, uint64_t words, unsigne
     if (acc == KIT_READ_MAGIC) sink[0] = acc;
 }
 
+/* Waits `ns` nanoseconds of the global timer (%globaltimer: nanoseconds, updated about every
+ * microsecond on recent GPUs), so its duration does not depend on the clock rate as clock64's
+ * cycles would. Every thread waits; none touches memory. */
+static __device__ __forceinline__ uint64_t global_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+extern "C" __global__ void kit_spin(uint64_t ns) {
+    uint64_t start = global_ns();
+    while (global_ns() - start < ns) {
+    }
+}
+
 /* The multi-tensor-apply shape: block row y takes buffers y, y + gridDim.y, ... */
 extern "C" __global__ void kit_wide(const kit_wide_args a, unsigned long long *errors) {
     uint64_t bad = 0;

@@ -149,6 +149,7 @@ void kit_load(struct kit_module *m, const char *cubin) {
         if (strcmp(#name, "kit_check") == 0) m->check = f_;                                        \
         if (strcmp(#name, "kit_vu3") == 0) m->vu3 = f_;                                            \
         if (strcmp(#name, "kit_read") == 0) m->read = f_;                                          \
+        if (strcmp(#name, "kit_spin") == 0) m->spin = f_;                                          \
     } while (0);
     KIT_KERNELS(KIT_GET)
 #undef KIT_GET
@@ -193,6 +194,12 @@ CUresult kit_read_launch(const struct kit_module *m, CUstream s, CUdeviceptr buf
     uint64_t words = bytes / 8;
     void *args[] = {&buf, &words, &sink};
     return launch(m, m->read, s, words / 2, args);
+}
+
+/* One block of one warp: the kernel waits, it does no work worth more threads. */
+CUresult kit_spin_launch(const struct kit_module *m, CUstream s, uint64_t ns) {
+    void *args[] = {&ns};
+    return cuLaunchKernel(m->spin, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
 }
 
 CUresult kit_wide_launch(const struct kit_module *m, CUstream s, const struct kit_wide_args *a,

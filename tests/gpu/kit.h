@@ -35,12 +35,18 @@ KIT_HD uint64_t kit_word(uint64_t id, uint64_t version, uint64_t i) {
  *                                                       write version + 1
  *   kit_read  (buf, words, sink)                        reads every word (bandwidth); writes
  *                                                       sink[0] only if the xor is a magic value
+ *   kit_spin  (ns)                                      waits `ns` nanoseconds of the GPU's
+ *                                                       global timer and touches no memory (a
+ *                                                       kernel of known duration: vmmfacts'
+ *                                                       launch queue); in the simulator's image
+ *                                                       it has no body, its duration is ns
  * `errors` and `sink` point to device memory (a small pass-through allocation). */
 #define KIT_KERNELS(X)                                                                             \
     X(kit_fill, 4)                                                                                 \
     X(kit_check, 5)                                                                                \
     X(kit_vu3, 4 * KIT_SLOTS + 1)                                                                  \
-    X(kit_read, 3)
+    X(kit_read, 3)                                                                                 \
+    X(kit_spin, 1)
 
 /* The simulator's image of the same kernels (virtual durations are set by the bodies). */
 #define KIT_SIM_IMAGE                                                                              \
@@ -48,7 +54,8 @@ KIT_HD uint64_t kit_word(uint64_t id, uint64_t version, uint64_t i) {
     "kernel kit_fill ptr u64 u64 u64\n"                                                            \
     "kernel kit_check ptr u64 u64 u64 ptr\n"                                                       \
     "kernel kit_vu3 ptr u64 u64 u64 ptr u64 u64 u64 ptr u64 u64 u64 ptr\n"                         \
-    "kernel kit_read ptr u64 ptr\n" KIT_WIDE_IMAGE
+    "kernel kit_read ptr u64 ptr\n"                                                                \
+    "kernel kit_spin u64 ns=param:0\n" KIT_WIDE_IMAGE
 
 #define KIT_READ_MAGIC 0x5EED5EED5EED5EEDull
 
@@ -77,7 +84,7 @@ _Static_assert(sizeof(struct kit_wide_args) == KIT_WIDE_BYTES, "KIT_WIDE_BYTES")
 
 struct kit_module {
     CUmodule mod;
-    CUfunction fill, check, vu3, read, wide;
+    CUfunction fill, check, vu3, read, spin, wide;
     int sms;           /* multiprocessors: sizes the grids on a GPU */
     const char *image; /* "simulator text image" or the cubin's path */
 };
@@ -112,6 +119,7 @@ CUresult kit_check_launch(const struct kit_module *m, CUstream s, CUdeviceptr bu
                           uint64_t version, uint64_t bytes, CUdeviceptr errors);
 CUresult kit_read_launch(const struct kit_module *m, CUstream s, CUdeviceptr buf, uint64_t bytes,
                          CUdeviceptr sink);
+CUresult kit_spin_launch(const struct kit_module *m, CUstream s, uint64_t ns);
 CUresult kit_wide_launch(const struct kit_module *m, CUstream s, const struct kit_wide_args *a,
                          CUdeviceptr errors);
 

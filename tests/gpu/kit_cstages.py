@@ -530,7 +530,7 @@ class CStages:
             sections.insert(0, "calls")
         if not have.get("copy_gbps_h2d"):
             sections.append("bw")
-        p, f = self.vmmfacts("vmmfacts-costs", ",".join(sections))
+        p, f = self.vmmfacts("vmmfacts-costs", ",".join(sections), weight=3, left=4)
         merged = {**have, **{k: v for k, v in f.items() if v is not None}}
         info["sections"] = sections
         info["facts"] = f
@@ -571,4 +571,34 @@ class CStages:
         self.row("costs", "cost file", "ok" if good else self.status_of(p, False),
                  f"{name}: {len(rows)} rows" + ("" if valid else f", INVALID: {info['invalid']}")
                  + (f"; missing {', '.join(missing)}" if missing else ""))
-        return good
+        return self.launch_queue() and good
+
+    def launch_queue(self):
+        """vmmfacts' queue section on its own (a failure there leaves the cost file's run
+        alone): the depth the simulator's SIMCUDA_LAUNCH_QUEUE models (not a cost file row: the
+        format stays as it is), and launches while another thread remaps."""
+        p, q = self.vmmfacts("vmmfacts-queue", "queue")
+        self.stage_result("costs")["queue"] = q
+        depth = q.get("launch_queue_depth")
+        if depth is None:
+            found = (f"never full in {q['queue_launches']} launches"
+                     if q.get("launch_us_queued") is not None else "depth n/a")
+        elif q.get("launch_queue_gated") == "yes":
+            found = f"depth {depth} (SIMCUDA_LAUNCH_QUEUE={depth})"
+        else:
+            found = f"depth {depth} (at most: kernels ended while it filled)"
+        self.row("costs", "launch queue, us",
+                 "ok" if p.ok and q.get("launch_us_queued") is not None
+                 else self.status_of(p, False),
+                 f"{found}, kernel {num(q.get('queue_kernel_us_measured'))}; launch "
+                 f"{num(q.get('launch_us_queued'), '.2f')} queued, "
+                 f"{num(q.get('launch_us_full'), '.1f')} full; launch alone "
+                 f"{num(q.get('launch_us_alone'), '.2f')} (p90 "
+                 f"{num(q.get('launch_us_alone_p90'), '.2f')}), while remapping "
+                 f"{num(q.get('launch_us_with_remaps'), '.2f')} (p90 "
+                 f"{num(q.get('launch_us_with_remaps_p90'), '.2f')}); "
+                 f"{num(q.get('remap_mib'), '.0f')} MiB remap alone "
+                 f"{num(q.get('remap_us_alone'), '.0f')}, while launching "
+                 f"{num(q.get('remap_us_with_launches'), '.0f')}"
+                 + (f"; FAILED: {q['error_queue']}" if q.get("error_queue") else ""))
+        return p.ok

@@ -1,7 +1,8 @@
 /* The GPU kit's kernel bodies for the simulator: the host functions KIT_SIM_IMAGE names (see
  * kit.h and docs/simcuda.md). They run on the simulator's executor thread with the launch's
  * parameters; device address == process address there. On a GPU they are linked in but never
- * called (the cubin's kernels run instead). */
+ * called (the cubin's kernels run instead). kit_spin has no body here: the image declares it
+ * `ns=param:0`, so its virtual duration is its parameter and nothing runs. */
 #include "kit.h"
 
 #include <stddef.h>

@@ -36,8 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 KIT_C = ["tests/gpu/kit.c", "tests/gpu/kit_sim.c"]
-PROGRAMS = {"integrity": "tests/gpu/integrity.c", "vmmfacts": "tests/gpu/vmmfacts.c",
-            "tensormap": "tests/gpu/tensormap.c"}
+PROGRAMS = {"integrity": ["tests/gpu/integrity.c"],
+            "vmmfacts": ["tests/gpu/vmmfacts.c", "tests/gpu/vmmqueue.c"],
+            "tensormap": ["tests/gpu/tensormap.c"]}
 ADAPTER = "contrib/pytorch/hostoff_torch_alloc.c"
 KERNELS = "tests/gpu/kernels.cu"
 LIB_DEPS_OK = {"threads", "dl"}
@@ -207,8 +208,8 @@ def build(dest, cuda_root="/usr/local/cuda", cc=None, nvcc=None, werror=False, j
     # The kit's programs and the adapter.
     cuda_link = find_libcuda_link(cuda_root)
     kit_inc = ["-I" + str(root / "tests" / "gpu"), "-I" + str(cuda_root / "include")]
-    for name, src in PROGRAMS.items():
-        sh([cc, *CFLAGS, *warn, *kit_inc, "-rdynamic", "-o", dest / name, root / src,
+    for name, srcs in PROGRAMS.items():
+        sh([cc, *CFLAGS, *warn, *kit_inc, "-rdynamic", "-o", dest / name, *(root / s for s in srcs),
             *(root / k for k in KIT_C), *cuda_link, "-pthread", "-lm"], log)
     sh([cc, *CFLAGS, *warn, "-shared", "-I" + str(cuda_root / "include"), "-o",
         dest / "libhostoff_torch.so", root / ADAPTER, *cuda_link], log)

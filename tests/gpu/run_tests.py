@@ -269,8 +269,9 @@ def kit_from_meson(d):
 class KitSim(unittest.TestCase):
     """The whole run script in --sim mode: builds the kit with kitbuild.py (plain cc, warnings
     as errors), checks ldd, reads a tensor map, runs the integrity test (control, under the
-    library, 100 buffers in one launch, a corrupted word), the VMM facts and the cost table on
-    the simulator, skips torch and jax, packs the logs and writes the cost file."""
+    library, 100 buffers in one launch, a corrupted word), the VMM facts, the cost table and the
+    launch queue on the simulator, skips torch and jax, packs the logs and writes the cost
+    file."""
 
     def test_run_sim(self):
         if SANITIZER:
@@ -297,6 +298,11 @@ class KitSim(unittest.TestCase):
         self.assertEqual(status[("ldd", "tensormap")], "ok")
         self.assertIn(status[("tmap", "CUtensorMap address")], ("ok", "note"))
         self.assertEqual(status[("costs", "cost file")], "ok")
+        # The queue section, run on its own: the simulator's queue depth, said as its variable.
+        self.assertEqual(status[("costs", "launch queue, us")], "ok")
+        queue = next(r for r in res["rows"] if r["case"] == "launch queue, us")
+        self.assertIn("depth 1024 (SIMCUDA_LAUNCH_QUEUE=1024)", queue["figures"])
+        self.assertEqual(res["stages"]["costs"]["queue"]["launch_queue_depth"], 1024)
         self.assertEqual(status[("torch", "all cases")], "skipped")
         self.assertIn("built here", res["stages"]["build"]["how"])
         self.assertEqual(res["backend"]["runs"]["integrity-lib"]["backend"], "vmm")

@@ -128,7 +128,7 @@ def kit_image_kernels():
     image = image[:image.index("\n\n")]
     wide = text[text.index("#define KIT_WIDE_IMAGE"):].splitlines()[0]
     kernels = {}
-    for m in re.finditer(r'"kernel (\w+)((?: \w+)*)\\n"', image + wide):
+    for m in re.finditer(r'"kernel (\w+)((?: \w+)*)(?: ns=[\w:]+)?\\n"', image + wide):
         kernels[m.group(1)] = m.group(2).split()
     table = text[text.index("#define KIT_KERNELS(X)"):]
     table = table[:table.index("\n\n")]
@@ -259,7 +259,7 @@ class VmmFactsSim(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "v.json")
             r = run([prog("vmmfacts"), "--quick", f"--json={out}",
-                     "--sections=facts,calls,bw,costs"], reports=True)
+                     "--sections=facts,calls,bw,costs,queue"], reports=True)
             self.assertEqual(r.rc, 0, r.why())
             f = load(out)
         self.assertIn("vmmfacts: ok", r.out)
@@ -286,8 +286,29 @@ class VmmFactsSim(unittest.TestCase):
         # The eviction's remap onto a pinned slot, measured on its own (the host location only).
         self.assertIn("HOST 64 MiB remap", r.out)
         self.assertNotIn("us_remap_map_DEVICE_2MiB", f)
-        self.assertEqual(f["sections_done"], "facts,calls,bw,costs")
+        self.assertEqual(f["sections_done"], "facts,calls,bw,costs,queue")
         self.assertEqual(f["sections_failed"], "")
+        # The queue section: the simulator's SIMCUDA_LAUNCH_QUEUE (1024) found by timing launches
+        # in its virtual host clock (the gate kernel is launch 0, so the depth is the count of
+        # kernels the stream held), each blocked launch about one 50 us kernel.
+        for head in ("launch queue, one stream", "launches while another thread remaps"):
+            self.assertIn(head, r.out)
+        self.assertEqual(f["launch_queue_depth"], 1024)
+        self.assertEqual(f["launch_queue_gated"], "yes")
+        self.assertIn("SIMCUDA_LAUNCH_QUEUE=1024", r.out)
+        self.assertEqual(f["queue_kernel_us"], 50)
+        self.assertAlmostEqual(f["queue_kernel_us_measured"], 50, delta=1)
+        self.assertLess(f["launch_us_queued"], 10)
+        self.assertAlmostEqual(f["launch_us_full"], 50, delta=5)
+        self.assertEqual(f["launch_queue_slow_isolated"], 0)
+        # Launches while another thread remaps: a smoke test (one virtual host clock for every
+        # thread: the figures mean nothing here), every key present.
+        for k in ("launch_us_alone", "launch_us_alone_p90", "launch_us_with_remaps",
+                  "launch_us_with_remaps_p90", "remap_us_alone", "remap_us_alone_p90",
+                  "remap_us_with_launches", "remap_us_with_launches_p90",
+                  "remap_cycles_with_launches"):
+            self.assertGreater(f[k], 0, k)
+        self.assertEqual(f["remap_mib"], 64)
         # --quick measures 2 and 64 MiB: 512 MiB is absent, never a made-up 0.
         self.assertNotIn("us_create_DEVICE_512MiB", f)
         # The simulator's duplex model (55 + 33 GB/s): both directions beat one.
@@ -312,8 +333,32 @@ class VmmFactsSim(unittest.TestCase):
         self.assertGreater(f["us_create_HOST_64MiB"], 0)
         self.assertGreater(f["us_launch"], 0)
 
+    def test_default_sections_and_a_failed_remap_thread(self):
+        """The default sections end with queue; a remap failing on the second thread ends the
+        queue section (its error named), keeping the queue depth measured before it."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "v.json")
+            r = run([prog("vmmfacts"), "--quick", f"--json={out}"])
+            self.assertEqual(r.rc, 0, r.why())
+            f = load(out)
+            self.assertEqual(f["sections_done"], "facts,calls,bw,queue")
+            # The facts section's cuMemMap calls, then the queue section's: the slot's window
+            # (1), the remap alone (1 warm-up + 4), the second thread's warm-up: that one fails.
+            facts = run([prog("vmmfacts"), "--quick", "--sections=facts"], reports=True)
+            n = sum(v for k, v in facts.sim["calls"].items() if k.startswith("cuMemMap."))
+            r = run([prog("vmmfacts"), "--quick", f"--json={out}", "--sections=queue"],
+                    env={"SIMCUDA_FAIL": f"cuMemMap:{n + 7}"})
+            f = load(out)
+        self.assertEqual(r.rc, 1, r.why())
+        self.assertIn("section queue FAILED", r.out)
+        self.assertEqual(f["sections_failed"], "queue")
+        self.assertIn("the second thread's remap", f["error_queue"])
+        self.assertEqual(f["launch_queue_depth"], 1024)  # measured before the failure
+        self.assertNotIn("remap_us_with_launches", f)  # never measured: absent
+
     def test_bad_arguments(self):
-        for args in (["--reps=0"], ["--bw-mib=1"], ["x"], ["--sections=calls,gpu"]):
+        for args in (["--reps=0"], ["--bw-mib=1"], ["x"], ["--sections=calls,gpu"],
+                     ["--sections=queues"]):
             self.assertEqual(run([prog("vmmfacts"), *args]).rc, 2)
 
 

@@ -18,16 +18,24 @@
  *   costs   the rest of the simulator's cost table: cuMemAlloc/cuMemFree and cuMemHostAlloc/
  *           cuMemFreeHost at 2 and 64 MiB, the host cost of cuLaunchKernel, cuEventRecord,
  *           cuEventQuery and cuStreamWaitEvent, and the device-to-device copy rate
+ *   queue   (vmmqueue.c) how many kernels one stream holds before a launch blocks the host (the
+ *           simulator's SIMCUDA_LAUNCH_QUEUE), from the host time of each of thousands of
+ *           launches of a 50 us kernel; and whether host-located cuMemMap, cuMemSetAccess and
+ *           cuMemUnmap on one thread slow cuLaunchKernel on another (could the engine remap on a
+ *           helper thread without slowing the application's launches?)
+ *
+ * The default is facts,calls,bw,queue (the GPU kit asks for its sections by name).
  *
  * Every figure is written to --json as soon as its section ends (the file is replaced
  * atomically, so it is always whole JSON); a failed driver call ends only its own section
  * ("error_<section>": what failed) and the next section runs. A figure never measured is absent,
  * never 0. Allocations stay under a sixteenth of the device's free memory; managed memory is never
  * asked for. Bandwidths are timed with CUDA events after one warm-up. On the simulator (no
- * --cubin) it is a smoke test: its numbers are the simulator's model (virtual time).
+ * --cubin) it is a smoke test: its numbers are the simulator's model (the queue section times
+ * launches with the simulator's virtual host clock, so the depth is the modelled one).
  *
  *   vmmfacts [--cubin PATH] [--quick] [--sections LIST] [--bw-mib N] [--reps N] [--json PATH] */
-#include "kit.h"
+#include "vmmfacts.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -36,20 +44,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct {
-    const char *cubin, *json;
-    bool quick;
-    uint64_t bw_mib;
-    int reps;
-    unsigned sections;
-} opt = {.bw_mib = 1024, .reps = 5};
+struct vmmfacts_opt vf_opt = {.bw_mib = 1024, .reps = 5};
 
-enum { SEC_FACTS = 1, SEC_CALLS = 2, SEC_BW = 4, SEC_COSTS = 8 };
-static const char *const section_names[] = {"facts", "calls", "bw", "costs"};
+enum { SEC_FACTS = 1, SEC_CALLS = 2, SEC_BW = 4, SEC_COSTS = 8, SEC_QUEUE = 16 };
+enum { NSECTIONS = 5 };
+static const char *const section_names[NSECTIONS] = {"facts", "calls", "bw", "costs", "queue"};
 
 static CUdevice dev;
-static struct kit_module mod;
-static uint64_t alloc_cap; /* the most one buffer may take: free device memory / 16 */
+struct kit_module vf_mod;
+uint64_t vf_alloc_cap; /* the most one buffer may take: free device memory / 16 */
 
 /* ------------------------------------------------------------------------------ JSON */
 
@@ -70,14 +73,14 @@ static void jput(const char *key, const char *value) {
     snprintf(jv[i].value, sizeof jv[i].value, "%s", value);
 }
 
-static void jnum(const char *key, double v) {
+void vf_jnum(const char *key, double v) {
     if (!isfinite(v)) return; /* not measured: absent, never a made-up number */
     char s[64];
     snprintf(s, sizeof s, "%.12g", v);
     jput(key, s);
 }
 
-static void jstr(const char *key, const char *v) {
+void vf_jstr(const char *key, const char *v) {
     char s[160];
     size_t n = 0;
     s[n++] = '"';
@@ -91,10 +94,10 @@ static void jstr(const char *key, const char *v) {
 }
 
 /* Replaces the JSON file with every figure so far (write, then rename: never half a file). */
-static void jflush(void) {
-    if (opt.json == NULL) return;
+void vf_jflush(void) {
+    if (vf_opt.json == NULL) return;
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", opt.json);
+    snprintf(tmp, sizeof tmp, "%s.tmp", vf_opt.json);
     FILE *f = fopen(tmp, "w");
     if (f == NULL) {
         perror(tmp);
@@ -104,7 +107,7 @@ static void jflush(void) {
     for (int i = 0; i < njv; i++)
         fprintf(f, "%s\n \"%s\": %s", i ? "," : "", jv[i].key, jv[i].value);
     fprintf(f, "\n}\n");
-    if (fclose(f) != 0 || rename(tmp, opt.json) != 0) perror(opt.json);
+    if (fclose(f) != 0 || rename(tmp, vf_opt.json) != 0) perror(vf_opt.json);
 }
 
 /* ------------------------------------------------------------------- failure recovery */
@@ -116,8 +119,8 @@ static void on_failure(CUresult rc, const char *what) {
     char key[64], msg[160];
     snprintf(key, sizeof key, "error_%s", section_now);
     snprintf(msg, sizeof msg, "%s: %s", what, kit_rc_name(rc));
-    jstr(key, msg);
-    jflush();
+    vf_jstr(key, msg);
+    vf_jflush();
     longjmp(section_jmp, 1);
 }
 
@@ -143,7 +146,7 @@ static CUmemAllocationProp prop_for(CUmemLocationType type) {
     return p;
 }
 
-static const char *loc_name(CUmemLocationType t) {
+const char *vf_loc_name(CUmemLocationType t) {
     return t == CU_MEM_LOCATION_TYPE_DEVICE ? "DEVICE"
            : t == CU_MEM_LOCATION_TYPE_HOST ? "HOST"
                                             : "HOST_NUMA";
@@ -153,7 +156,7 @@ static size_t round_up(size_t v, size_t g) {
     return (v + g - 1) / g * g;
 }
 
-static const CUmemAccessDesc *device_access(void) {
+const CUmemAccessDesc *vf_device_access(void) {
     static CUmemAccessDesc a;
     a = (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
@@ -161,7 +164,7 @@ static const CUmemAccessDesc *device_access(void) {
 }
 
 /* The location host buffers use: HOST, else HOST_NUMA, else 0 (none works). */
-static CUmemLocationType host_loc;
+CUmemLocationType vf_host_loc;
 
 /* ------------------------------------------------------------------ mapping facts */
 
@@ -195,17 +198,17 @@ static void mapping_facts(CUmemLocationType loc) {
     if (rc == CUDA_SUCCESS) rc = cuMemAddressReserve(&whole, 2 * g, 0, 0, 0);
     if (rc == CUDA_SUCCESS) rc = cuMemAddressReserve(&part, 3 * g, 0, 0, 0);
     if (rc == CUDA_SUCCESS) rc = cuMemMap(whole, 2 * g, 0, h, 0);
-    if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(whole, 2 * g, device_access(), 1);
+    if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(whole, 2 * g, vf_device_access(), 1);
     if (rc == CUDA_SUCCESS) rc = cuMemsetD8(whole, 0x11, g);
     if (rc == CUDA_SUCCESS) rc = cuMemsetD8(whole + g, 0x33, g);
     if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
-    snprintf(key, sizeof key, "map_setup_%s", loc_name(loc));
-    jstr(key, kit_rc_name(rc));
+    snprintf(key, sizeof key, "map_setup_%s", vf_loc_name(loc));
+    vf_jstr(key, kit_rc_name(rc));
     if (rc == CUDA_SUCCESS) {
         /* The prefix: the handle's first granule. A write through it must land in the handle's
          * first bytes, not in its second granule. */
         CUresult pre = cuMemMap(part, g, 0, h, 0);
-        if (pre == CUDA_SUCCESS) pre = cuMemSetAccess(part, g, device_access(), 1);
+        if (pre == CUDA_SUCCESS) pre = cuMemSetAccess(part, g, vf_device_access(), 1);
         const char *data = "differ";
         if (pre == CUDA_SUCCESS && same_bytes(part, whole) &&
             cuMemsetD8(part, 0x22, 64) == CUDA_SUCCESS && cuCtxSynchronize() == CUDA_SUCCESS &&
@@ -221,22 +224,22 @@ static void mapping_facts(CUmemLocationType loc) {
         CUresult pcs = cuMemMap(part, 2 * g, 0, h, 0);
         m1 = pcs == CUDA_SUCCESS;
         if (pcs == CUDA_SUCCESS) m2 = (pcs = cuMemMap(part + 2 * g, g, 0, h2, 0)) == CUDA_SUCCESS;
-        if (pcs == CUDA_SUCCESS) pcs = cuMemSetAccess(part, 3 * g, device_access(), 1);
+        if (pcs == CUDA_SUCCESS) pcs = cuMemSetAccess(part, 3 * g, vf_device_access(), 1);
         if (pcs == CUDA_SUCCESS) pcs = cuMemsetD8(part + 2 * g, 0x44, g);
         if (pcs == CUDA_SUCCESS) pcs = cuCtxSynchronize();
         CUresult u1 = m1 ? cuMemUnmap(part, 2 * g) : CUDA_SUCCESS;
         if (m2) cuMemUnmap(part + 2 * g, g);
         if (pcs == CUDA_SUCCESS) pcs = u1;
-        printf("%-34s %-28s %-8s %-28s %s\n", loc_name(loc), kit_rc_name(pre),
+        printf("%-34s %-28s %-8s %-28s %s\n", vf_loc_name(loc), kit_rc_name(pre),
                pre == CUDA_SUCCESS ? data : "n/a", kit_rc_name(off), kit_rc_name(pcs));
-        snprintf(key, sizeof key, "map_prefix_%s", loc_name(loc));
-        jstr(key, kit_rc_name(pre));
-        snprintf(key, sizeof key, "map_prefix_data_%s", loc_name(loc));
-        if (pre == CUDA_SUCCESS) jstr(key, data);
-        snprintf(key, sizeof key, "map_offset_%s", loc_name(loc));
-        jstr(key, kit_rc_name(off));
-        snprintf(key, sizeof key, "map_pieces_%s", loc_name(loc));
-        jstr(key, kit_rc_name(pcs));
+        snprintf(key, sizeof key, "map_prefix_%s", vf_loc_name(loc));
+        vf_jstr(key, kit_rc_name(pre));
+        snprintf(key, sizeof key, "map_prefix_data_%s", vf_loc_name(loc));
+        if (pre == CUDA_SUCCESS) vf_jstr(key, data);
+        snprintf(key, sizeof key, "map_offset_%s", vf_loc_name(loc));
+        vf_jstr(key, kit_rc_name(off));
+        snprintf(key, sizeof key, "map_pieces_%s", vf_loc_name(loc));
+        vf_jstr(key, kit_rc_name(pcs));
     }
     if (whole != 0) cuMemUnmap(whole, 2 * g);
     if (whole != 0) cuMemAddressFree(whole, 2 * g);
@@ -272,7 +275,7 @@ static void section_facts(void) {
         printf("%-52s %10d\n", attrs[i].name, v);
         char key[96];
         snprintf(key, sizeof key, "attr_%s", attrs[i].name);
-        jnum(key, v);
+        vf_jnum(key, v);
     }
     static const CUmemLocationType locs[3] = {
         CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA};
@@ -288,24 +291,24 @@ static void section_facts(void) {
         size_t size = round_up(2 * KIT_MIB, gmin ? gmin : 2 * KIT_MIB);
         CUresult rc = cuMemCreate(&h, size, &p, 0);
         if (rc == CUDA_SUCCESS) cuMemRelease(h);
-        if (rc == CUDA_SUCCESS && locs[i] != CU_MEM_LOCATION_TYPE_DEVICE && host_loc == 0)
-            host_loc = locs[i];
+        if (rc == CUDA_SUCCESS && locs[i] != CU_MEM_LOCATION_TYPE_DEVICE && vf_host_loc == 0)
+            vf_host_loc = locs[i];
         char key[64], gm[24] = "n/a", gr[24] = "n/a";
         if (g1 == CUDA_SUCCESS) snprintf(gm, sizeof gm, "%zu", gmin);
         if (g2 == CUDA_SUCCESS) snprintf(gr, sizeof gr, "%zu", grec);
-        printf("%-34s %-28s %12s %12s\n", loc_name(locs[i]), kit_rc_name(rc), gm, gr);
-        snprintf(key, sizeof key, "create_%s", loc_name(locs[i]));
-        jstr(key, kit_rc_name(rc));
-        snprintf(key, sizeof key, "granularity_min_%s", loc_name(locs[i]));
-        if (g1 == CUDA_SUCCESS) jnum(key, (double)gmin);
-        snprintf(key, sizeof key, "granularity_rec_%s", loc_name(locs[i]));
-        if (g2 == CUDA_SUCCESS) jnum(key, (double)grec);
+        printf("%-34s %-28s %12s %12s\n", vf_loc_name(locs[i]), kit_rc_name(rc), gm, gr);
+        snprintf(key, sizeof key, "create_%s", vf_loc_name(locs[i]));
+        vf_jstr(key, kit_rc_name(rc));
+        snprintf(key, sizeof key, "granularity_min_%s", vf_loc_name(locs[i]));
+        if (g1 == CUDA_SUCCESS) vf_jnum(key, (double)gmin);
+        snprintf(key, sizeof key, "granularity_rec_%s", vf_loc_name(locs[i]));
+        if (g2 == CUDA_SUCCESS) vf_jnum(key, (double)grec);
     }
-    jstr("host_location", host_loc ? loc_name(host_loc) : "none");
+    vf_jstr("host_location", vf_host_loc ? vf_loc_name(vf_host_loc) : "none");
     printf("\n%-34s %-28s %-8s %-28s %s\n", "cuMemMap of part of a handle", "prefix", "bytes",
            "offset != 0", "pieces");
     mapping_facts(CU_MEM_LOCATION_TYPE_DEVICE);
-    if (host_loc != 0) mapping_facts(host_loc);
+    if (vf_host_loc != 0) mapping_facts(vf_host_loc);
 }
 
 /* ------------------------------------------------------------------------- calls */
@@ -313,10 +316,10 @@ static void section_facts(void) {
 /* The row label, the allocation properties and the size (mib rounded up to the location's
  * granularity) of one measurement; false (and a "skipped" line) when it would take more than the
  * kit allows itself of the device's free memory. */
-static bool measurement(CUmemLocationType loc, uint64_t mib, const char *what, char *label,
-                        size_t labcap, CUmemAllocationProp *p, size_t *size) {
-    snprintf(label, labcap, "%s %llu MiB%s", loc_name(loc), (unsigned long long)mib, what);
-    if (mib * KIT_MIB > alloc_cap) {
+bool vf_measurement(CUmemLocationType loc, uint64_t mib, const char *what, char *label,
+                    size_t labcap, CUmemAllocationProp *p, size_t *size) {
+    snprintf(label, labcap, "%s %llu MiB%s", vf_loc_name(loc), (unsigned long long)mib, what);
+    if (mib * KIT_MIB > vf_alloc_cap) {
         printf("%-22s skipped: over a sixteenth of free device memory\n", label);
         return false;
     }
@@ -338,9 +341,9 @@ static void report(CUmemLocationType loc, uint64_t mib, const char *label, const
     char key[96];
     if (rc != CUDA_SUCCESS || n == 0) {
         printf("%-22s %s\n", label, kit_rc_name(rc));
-        snprintf(key, sizeof key, "%sfailed_%s_%lluMiB", *stem ? stem : "calls_", loc_name(loc),
+        snprintf(key, sizeof key, "%sfailed_%s_%lluMiB", *stem ? stem : "calls_", vf_loc_name(loc),
                  (unsigned long long)mib);
-        jstr(key, kit_rc_name(rc));
+        vf_jstr(key, kit_rc_name(rc));
         return;
     }
     printf("%-22s", label);
@@ -348,21 +351,21 @@ static void report(CUmemLocationType loc, uint64_t mib, const char *label, const
     for (int k = 0; k < ncalls; k++) {
         double us = 1e6 * kit_median(t[k], n);
         printf(" %11.1f", us);
-        snprintf(key, sizeof key, "us_%s%s_%s_%lluMiB", stem, names[k], loc_name(loc),
+        snprintf(key, sizeof key, "us_%s%s_%s_%lluMiB", stem, names[k], vf_loc_name(loc),
                  (unsigned long long)mib);
-        jnum(key, us);
+        vf_jnum(key, us);
     }
     printf("   (median of %d)\n", n);
 }
 
 /* Maps h at va, gives the device access to it and unmaps it, each call timed (seconds, in t[0],
  * t[1], t[2]); the first failure, else the unmap's result. */
-static CUresult timed_map_access_unmap(CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h,
-                                       double t[3]) {
+CUresult vf_timed_map_access_unmap(CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h,
+                                   double t[3]) {
     double a = kit_now();
     CUresult rc = cuMemMap(va, size, 0, h, 0);
     double b = kit_now();
-    if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, device_access(), 1);
+    if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(va, size, vf_device_access(), 1);
     double c = kit_now();
     CUresult u = cuMemUnmap(va, size);
     double d = kit_now();
@@ -377,7 +380,7 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     char label[64];
     CUmemAllocationProp p;
     size_t size;
-    if (!measurement(loc, mib, "", label, sizeof label, &p, &size)) return;
+    if (!vf_measurement(loc, mib, "", label, sizeof label, &p, &size)) return;
     CUdeviceptr va;
     KIT_CK(cuMemAddressReserve(&va, size, 0, 0, 0));
     double t[5][16];
@@ -390,7 +393,7 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
         double b = kit_now();
         if (rc != CUDA_SUCCESS) break;
         double m[3];
-        rc = timed_map_access_unmap(va, size, h, m);
+        rc = vf_timed_map_access_unmap(va, size, h, m);
         double e = kit_now();
         CUresult rel = cuMemRelease(h);
         double f = kit_now();
@@ -408,6 +411,27 @@ static void call_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     report(loc, mib, label, "", rc, t, n, names, 5);
 }
 
+CUresult vf_slot_open(struct vf_slot *s, const CUmemAllocationProp *p, size_t size) {
+    memset(s, 0, sizeof *s);
+    s->size = size;
+    KIT_CK(cuMemAddressReserve(&s->window, size, 0, 0, 0));
+    KIT_CK(cuMemAddressReserve(&s->va, size, 0, 0, 0));
+    CUresult rc = cuMemCreate(&s->h, size, p, 0);
+    s->made = rc == CUDA_SUCCESS;
+    if (s->made) rc = cuMemMap(s->window, size, 0, s->h, 0);
+    s->at_window = s->made && rc == CUDA_SUCCESS;
+    if (s->at_window) rc = cuMemSetAccess(s->window, size, vf_device_access(), 1);
+    return rc;
+}
+
+void vf_slot_close(struct vf_slot *s) {
+    if (s->at_window) cuMemUnmap(s->window, s->size);
+    if (s->made) cuMemRelease(s->h);
+    if (s->va != 0) cuMemAddressFree(s->va, s->size);
+    if (s->window != 0) cuMemAddressFree(s->window, s->size);
+    memset(s, 0, sizeof *s);
+}
+
 /* Median cost in microseconds of an eviction's remap onto a pinned slot: the handle is created
  * and mapped (with access) at a window once, as the engine's host pool does, then mapped at a
  * second address, given access and unmapped `reps` times. */
@@ -415,31 +439,21 @@ static void remap_costs(CUmemLocationType loc, uint64_t mib, int reps) {
     char label[64];
     CUmemAllocationProp p;
     size_t size;
-    if (!measurement(loc, mib, " remap", label, sizeof label, &p, &size)) return;
-    CUdeviceptr window, va;
-    KIT_CK(cuMemAddressReserve(&window, size, 0, 0, 0));
-    KIT_CK(cuMemAddressReserve(&va, size, 0, 0, 0));
-    CUmemGenericAllocationHandle h;
-    CUresult rc = cuMemCreate(&h, size, &p, 0);
-    bool made = rc == CUDA_SUCCESS;
-    if (made) rc = cuMemMap(window, size, 0, h, 0);
-    bool at_window = made && rc == CUDA_SUCCESS;
-    if (at_window) rc = cuMemSetAccess(window, size, device_access(), 1);
+    if (!vf_measurement(loc, mib, " remap", label, sizeof label, &p, &size)) return;
+    struct vf_slot slot;
+    CUresult rc = vf_slot_open(&slot, &p, size);
     double t[3][16];
     int n = 0;
     for (int r = 0; r <= reps && rc == CUDA_SUCCESS; r++) { /* r == 0: warm-up */
         double m[3];
-        rc = timed_map_access_unmap(va, size, h, m);
+        rc = vf_timed_map_access_unmap(slot.va, size, slot.h, m);
         if (r > 0 && rc == CUDA_SUCCESS && n < 16) {
             for (int k = 0; k < 3; k++)
                 t[k][n] = m[k];
             n++;
         }
     }
-    if (at_window) cuMemUnmap(window, size);
-    if (made) cuMemRelease(h);
-    cuMemAddressFree(va, size);
-    cuMemAddressFree(window, size);
+    vf_slot_close(&slot);
     static const char *const names[3] = {"map", "set_access", "unmap"};
     report(loc, mib, label, "remap_", rc, t, n, names, 3);
 }
@@ -449,17 +463,17 @@ static void section_calls(void) {
            "unmap", "release");
     static const uint64_t sizes[3] = {2, 64, 512};
     static const int reps_full[3] = {8, 5, 3};
-    int nsizes = opt.quick ? 2 : 3;
+    int nsizes = vf_opt.quick ? 2 : 3;
     for (int s = 0; s < nsizes; s++) {
-        int reps = opt.quick ? 2 : reps_full[s];
+        int reps = vf_opt.quick ? 2 : reps_full[s];
         call_costs(CU_MEM_LOCATION_TYPE_DEVICE, sizes[s], reps);
-        jflush();
-        if (host_loc != 0) call_costs(host_loc, sizes[s], reps);
-        jflush();
+        vf_jflush();
+        if (vf_host_loc != 0) call_costs(vf_host_loc, sizes[s], reps);
+        vf_jflush();
     }
-    for (int s = 0; host_loc != 0 && s < nsizes; s++) {
-        remap_costs(host_loc, sizes[s], opt.quick ? 2 : reps_full[s]);
-        jflush();
+    for (int s = 0; vf_host_loc != 0 && s < nsizes; s++) {
+        remap_costs(vf_host_loc, sizes[s], vf_opt.quick ? 2 : reps_full[s]);
+        vf_jflush();
     }
 }
 
@@ -470,10 +484,10 @@ static double read_bw(CUdeviceptr buf, uint64_t bytes, CUdeviceptr sink, int rep
     CUevent a, b;
     KIT_CK(cuEventCreate(&a, CU_EVENT_DEFAULT));
     KIT_CK(cuEventCreate(&b, CU_EVENT_DEFAULT));
-    KIT_CK(kit_read_launch(&mod, NULL, buf, bytes, sink)); /* warm-up */
+    KIT_CK(kit_read_launch(&vf_mod, NULL, buf, bytes, sink)); /* warm-up */
     KIT_CK(cuEventRecord(a, NULL));
     for (int r = 0; r < reps; r++)
-        KIT_CK(kit_read_launch(&mod, NULL, buf, bytes, sink));
+        KIT_CK(kit_read_launch(&vf_mod, NULL, buf, bytes, sink));
     KIT_CK(cuEventRecord(b, NULL));
     KIT_CK(cuEventSynchronize(b));
     float ms = 0;
@@ -540,21 +554,21 @@ static double copy_bw(const struct xfer *x, int nx, uint64_t bytes, int reps, do
 
 static void print_bw(const char *label, const char *key, double v) {
     printf("%-52s %10.1f\n", label, v);
-    jnum(key, v);
+    vf_jnum(key, v);
 }
 
 /* The bandwidth buffers: at most a sixteenth of free device memory each. */
 static uint64_t bw_bytes(void) {
-    uint64_t bytes = opt.bw_mib * KIT_MIB;
-    if (bytes > alloc_cap) bytes = alloc_cap / (2 * KIT_MIB) * (2 * KIT_MIB);
+    uint64_t bytes = vf_opt.bw_mib * KIT_MIB;
+    if (bytes > vf_alloc_cap) bytes = vf_alloc_cap / (2 * KIT_MIB) * (2 * KIT_MIB);
     if (bytes < 2 * KIT_MIB) bytes = 2 * KIT_MIB;
     return bytes;
 }
 
 static void section_bw(void) {
     uint64_t bytes = bw_bytes();
-    int reps = opt.reps;
-    jnum("bw_bytes", (double)bytes);
+    int reps = vf_opt.reps;
+    vf_jnum("bw_bytes", (double)bytes);
     CUdeviceptr d1, d2, sink;
     KIT_CK(cuMemAlloc(&d1, bytes));
     KIT_CK(cuMemAlloc(&d2, bytes));
@@ -584,14 +598,14 @@ static void section_bw(void) {
     struct xfer both[2] = {h2d, d2h};
     sum = copy_bw(both, 2, bytes, reps, g);
     printf("%-52s %10.1f %10.1f %10.1f\n", "H2D and D2H at once (H2D, D2H, sum)", g[0], g[1], sum);
-    jnum("copy_gbps_both_h2d", g[0]);
-    jnum("copy_gbps_both_d2h", g[1]);
-    jnum("copy_gbps_both_sum", sum);
-    jflush();
+    vf_jnum("copy_gbps_both_h2d", g[0]);
+    vf_jnum("copy_gbps_both_d2h", g[1]);
+    vf_jnum("copy_gbps_both_sum", sum);
+    vf_jflush();
 
     /* A host-located VMM mapping, as the engine maps an evicted buffer. */
-    if (host_loc != 0) {
-        CUmemAllocationProp p = prop_for(host_loc);
+    if (vf_host_loc != 0) {
+        CUmemAllocationProp p = prop_for(vf_host_loc);
         size_t gran = 2 * KIT_MIB;
         cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         size_t hsize = round_up(bytes, gran ? gran : 2 * KIT_MIB);
@@ -600,12 +614,12 @@ static void section_bw(void) {
         KIT_CK(cuMemAddressReserve(&hv, hsize, 0, 0, 0));
         KIT_CK(cuMemCreate(&hh, hsize, &p, 0));
         KIT_CK(cuMemMap(hv, hsize, 0, hh, 0));
-        KIT_CK(cuMemSetAccess(hv, hsize, device_access(), 1));
+        KIT_CK(cuMemSetAccess(hv, hsize, vf_device_access(), 1));
         KIT_CK(cuMemsetD8(hv, 0x69, bytes));
         KIT_CK(cuCtxSynchronize());
         char label[96];
         snprintf(label, sizeof label, "kernel read, host-located VMM mapping (%s)",
-                 loc_name(host_loc));
+                 vf_loc_name(vf_host_loc));
         print_bw(label, "read_gbps_host_vmm", read_bw(hv, bytes, sink, reps));
         struct xfer evict = {DTOD, hv, d1, NULL}, restore = {DTOD, d2, hv, NULL};
         copy_bw(&evict, 1, bytes, reps, g);
@@ -618,9 +632,9 @@ static void section_bw(void) {
         struct xfer pair[2] = {{DTOD, hv, d1, NULL}, {DTOD, d2, hv + half, NULL}};
         sum = copy_bw(pair, 2, half, reps, g);
         printf("%-52s %10.1f %10.1f %10.1f\n", "engine evict and restore at once", g[0], g[1], sum);
-        jnum("copy_gbps_evict_restore_evict", g[0]);
-        jnum("copy_gbps_evict_restore_restore", g[1]);
-        jnum("copy_gbps_evict_restore_sum", sum);
+        vf_jnum("copy_gbps_evict_restore_evict", g[0]);
+        vf_jnum("copy_gbps_evict_restore_restore", g[1]);
+        vf_jnum("copy_gbps_evict_restore_sum", sum);
         KIT_CK(cuMemUnmap(hv, hsize));
         KIT_CK(cuMemRelease(hh));
         KIT_CK(cuMemAddressFree(hv, hsize));
@@ -639,7 +653,7 @@ static void section_bw(void) {
 /* Median microseconds of an allocate/free pair at `mib`, over reps after a warm-up. */
 static void alloc_costs(bool host, uint64_t mib, int reps) {
     uint64_t bytes = mib * KIT_MIB;
-    if (!host && bytes > alloc_cap) return;
+    if (!host && bytes > vf_alloc_cap) return;
     double ta[16], tf[16];
     int n = 0;
     for (int r = 0; r <= reps && n < 16; r++) {
@@ -664,8 +678,8 @@ static void alloc_costs(bool host, uint64_t mib, int reps) {
     printf("%-34s %3llu MiB %12.1f %12.1f\n",
            host ? "cuMemHostAlloc / cuMemFreeHost" : "cuMemAlloc / cuMemFree",
            (unsigned long long)mib, ua, uf);
-    jnum(ka, ua);
-    jnum(kf, uf);
+    vf_jnum(ka, ua);
+    vf_jnum(kf, uf);
 }
 
 enum hostcall { LAUNCH, RECORD, QUERY, WAIT };
@@ -678,7 +692,7 @@ static double per_call(enum hostcall what, CUstream s, CUevent e, CUdeviceptr si
         for (int i = 0; i < batch; i++) {
             switch (what) {
             case LAUNCH:
-                KIT_CK(kit_read_launch(&mod, s, sink, 0, sink)); /* an empty kernel */
+                KIT_CK(kit_read_launch(&vf_mod, s, sink, 0, sink)); /* an empty kernel */
                 break;
             case RECORD:
                 KIT_CK(cuEventRecord(e, s));
@@ -700,12 +714,12 @@ static double per_call(enum hostcall what, CUstream s, CUevent e, CUdeviceptr si
 
 static void section_costs(void) {
     printf("\n%-34s %7s %12s %12s\n", "allocation, us", "size", "alloc", "free");
-    int reps = opt.quick ? 2 : 5;
+    int reps = vf_opt.quick ? 2 : 5;
     alloc_costs(false, 2, reps);
     alloc_costs(false, 64, reps);
     alloc_costs(true, 2, reps);
-    alloc_costs(true, 64, opt.quick ? 2 : 3);
-    jflush();
+    alloc_costs(true, 64, vf_opt.quick ? 2 : 3);
+    vf_jflush();
 
     CUstream s;
     CUevent e;
@@ -713,7 +727,7 @@ static void section_costs(void) {
     KIT_CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     KIT_CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
     KIT_CK(cuMemAlloc(&sink, 4096));
-    int batch = opt.quick ? 50 : 400;
+    int batch = vf_opt.quick ? 50 : 400;
     KIT_CK(cuEventRecord(e, s));
     KIT_CK(cuStreamSynchronize(s));
     static const struct {
@@ -729,9 +743,9 @@ static void section_costs(void) {
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         double us = per_call(calls[i].what, s, e, sink, batch);
         printf("%-52s %10.2f\n", calls[i].label, us);
-        jnum(calls[i].key, us);
+        vf_jnum(calls[i].key, us);
     }
-    jflush();
+    vf_jflush();
 
     uint64_t bytes = bw_bytes();
     CUdeviceptr d1, d2;
@@ -740,7 +754,7 @@ static void section_costs(void) {
     KIT_CK(cuMemsetD8(d1, 0x5a, bytes));
     double g[1];
     struct xfer dtod = {DTOD, d2, d1, NULL};
-    copy_bw(&dtod, 1, bytes, opt.reps, g);
+    copy_bw(&dtod, 1, bytes, vf_opt.reps, g);
     print_bw("device -> device copy (cuMemcpyDtoDAsync), GB/s", "copy_gbps_dtod", g[0]);
     KIT_CK(cuMemFree(d1));
     KIT_CK(cuMemFree(d2));
@@ -754,12 +768,14 @@ static void section_costs(void) {
 static void usage(FILE *f) {
     fprintf(f, "usage: vmmfacts [--cubin PATH] [--quick] [--sections LIST] [--bw-mib N] "
                "[--reps N] [--json PATH]\n"
-               "Sections (default facts,calls,bw): facts (attributes, host-located VMM, "
+               "Sections (default facts,calls,bw,queue): facts (attributes, host-located VMM, "
                "granularity),\ncalls (VMM per-call costs at 2, 64, 512 MiB), bw (kernel read and "
                "copy bandwidths,\n--bw-mib default 1024, --reps default 5), costs (allocation, "
-               "launch and event host\ncosts, device-to-device copies). --quick: 2 and 64 MiB "
-               "only, 32 MiB bandwidth\nbuffers, 2 repetitions (the simulator smoke test). "
-               "Without --cubin the kernels are\nthe simulator's text image.\n");
+               "launch and event host\ncosts, device-to-device copies), queue (one stream's "
+               "launch queue depth; launches\nwhile another thread remaps host-located memory). "
+               "--quick: 2 and 64 MiB only, 32 MiB\nbandwidth buffers, 2 repetitions, fewer "
+               "launches (the simulator smoke test). Without\n--cubin the kernels are the "
+               "simulator's text image.\n");
 }
 
 static unsigned parse_sections(const char *list) {
@@ -769,7 +785,7 @@ static unsigned parse_sections(const char *list) {
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
         unsigned bit = 0;
-        for (unsigned i = 0; i < 4; i++)
+        for (unsigned i = 0; i < NSECTIONS; i++)
             if (strcmp(tok, section_names[i]) == 0) bit = 1u << i;
         if (bit == 0) return 0;
         mask |= bit;
@@ -786,34 +802,35 @@ int main(int argc, char **argv) {
     };
     int c;
     bool bw_set = false, reps_set = false;
-    opt.sections = SEC_FACTS | SEC_CALLS | SEC_BW;
+    vf_opt.sections = SEC_FACTS | SEC_CALLS | SEC_BW | SEC_QUEUE;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         switch (c) {
         case 'c':
-            opt.cubin = optarg;
+            vf_opt.cubin = optarg;
             break;
         case 'q':
-            opt.quick = true;
+            vf_opt.quick = true;
             break;
         case 's':
-            opt.sections = parse_sections(optarg);
-            if (opt.sections == 0) {
-                fprintf(stderr, "vmmfacts: --sections %s: expected facts, calls, bw or costs\n",
+            vf_opt.sections = parse_sections(optarg);
+            if (vf_opt.sections == 0) {
+                fprintf(stderr,
+                        "vmmfacts: --sections %s: expected facts, calls, bw, costs or queue\n",
                         optarg);
                 return 2;
             }
-            opt.sections |= SEC_FACTS;
+            vf_opt.sections |= SEC_FACTS;
             break;
         case 'b':
-            opt.bw_mib = strtoull(optarg, NULL, 10);
+            vf_opt.bw_mib = strtoull(optarg, NULL, 10);
             bw_set = true;
             break;
         case 'r':
-            opt.reps = atoi(optarg);
+            vf_opt.reps = atoi(optarg);
             reps_set = true;
             break;
         case 'j':
-            opt.json = optarg;
+            vf_opt.json = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -823,18 +840,18 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (opt.quick) {
-        if (!bw_set) opt.bw_mib = 32;
-        if (!reps_set) opt.reps = 2;
+    if (vf_opt.quick) {
+        if (!bw_set) vf_opt.bw_mib = 32;
+        if (!reps_set) vf_opt.reps = 2;
     }
-    if (optind != argc || opt.bw_mib < 2 || opt.reps < 1 || opt.reps > 15) {
+    if (optind != argc || vf_opt.bw_mib < 2 || vf_opt.reps < 1 || vf_opt.reps > 15) {
         usage(stderr);
         return 2;
     }
-    jstr("sections_done", "");
-    jflush(); /* a whole (if empty) file from the start */
+    vf_jstr("sections_done", "");
+    vf_jflush(); /* a whole (if empty) file from the start */
     kit_primary(&dev);
-    kit_load(&mod, opt.cubin);
+    kit_load(&vf_mod, vf_opt.cubin);
     char name[256] = "";
     size_t total = 0, free_mem = 0;
     int driver = 0;
@@ -842,23 +859,24 @@ int main(int argc, char **argv) {
     cuDeviceTotalMem(&total, dev);
     cuDriverGetVersion(&driver);
     if (cuMemGetInfo(&free_mem, &total) != CUDA_SUCCESS) free_mem = total;
-    alloc_cap = free_mem / 16;
+    vf_alloc_cap = free_mem / 16;
     printf("VMM facts: %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f free), driver API %d, "
            "kernels from %s\n",
            name, attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-           attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), mod.sms, (double)total / (1u << 30),
-           (double)free_mem / (1u << 30), driver, mod.image);
-    jstr("device", name);
-    jnum("driver_version", driver);
-    jnum("total_bytes", (double)total);
-    jnum("free_bytes", (double)free_mem);
-    jflush();
+           attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), vf_mod.sms,
+           (double)total / (1u << 30), (double)free_mem / (1u << 30), driver, vf_mod.image);
+    vf_jstr("device", name);
+    vf_jnum("driver_version", driver);
+    vf_jnum("total_bytes", (double)total);
+    vf_jnum("free_bytes", (double)free_mem);
+    vf_jflush();
 
-    static void (*const run[4])(void) = {section_facts, section_calls, section_bw, section_costs};
+    static void (*const run[NSECTIONS])(void) = {section_facts, section_calls, section_bw,
+                                                 section_costs, vf_section_queue};
     char done[64] = "", failed[64] = "";
     kit_on_failure = on_failure;
-    for (unsigned i = 0; i < 4; i++) {
-        if (!(opt.sections & (1u << i))) continue;
+    for (unsigned i = 0; i < NSECTIONS; i++) {
+        if (!(vf_opt.sections & (1u << i))) continue;
         section_now = section_names[i];
         fflush(stdout);
         char *list = done;
@@ -872,9 +890,9 @@ int main(int argc, char **argv) {
         }
         snprintf(list + strlen(list), sizeof done - strlen(list), "%s%s", *list ? "," : "",
                  section_names[i]);
-        jstr("sections_done", done);
-        jstr("sections_failed", failed);
-        jflush();
+        vf_jstr("sections_done", done);
+        vf_jstr("sections_failed", failed);
+        vf_jflush();
     }
     kit_on_failure = NULL;
     printf("\nvmmfacts: %s\n", failed[0] ? "FAILED" : "ok");
