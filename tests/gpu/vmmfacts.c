@@ -479,21 +479,37 @@ static void section_calls(void) {
 
 /* --------------------------------------------------------------------------- bw */
 
-/* GB/s of `reps` launches of kit_read over `bytes` at `buf`, timed with events. */
-static double read_bw(CUdeviceptr buf, uint64_t bytes, CUdeviceptr sink, int reps) {
+double vf_events_ms(CUstream s, int reps, CUresult (*launch)(void *arg, CUstream s), void *arg) {
     CUevent a, b;
     KIT_CK(cuEventCreate(&a, CU_EVENT_DEFAULT));
     KIT_CK(cuEventCreate(&b, CU_EVENT_DEFAULT));
-    KIT_CK(kit_read_launch(&vf_mod, NULL, buf, bytes, sink)); /* warm-up */
-    KIT_CK(cuEventRecord(a, NULL));
+    KIT_CK(cuEventRecord(a, s));
     for (int r = 0; r < reps; r++)
-        KIT_CK(kit_read_launch(&vf_mod, NULL, buf, bytes, sink));
-    KIT_CK(cuEventRecord(b, NULL));
+        KIT_CK(launch(arg, s));
+    KIT_CK(cuEventRecord(b, s));
     KIT_CK(cuEventSynchronize(b));
     float ms = 0;
     KIT_CK(cuEventElapsedTime(&ms, a, b));
     cuEventDestroy(a);
     cuEventDestroy(b);
+    return (double)ms;
+}
+
+struct read_args {
+    CUdeviceptr buf, sink;
+    uint64_t bytes;
+};
+
+static CUresult read_once(void *arg, CUstream s) {
+    const struct read_args *r = arg;
+    return kit_read_launch(&vf_mod, s, r->buf, r->bytes, r->sink);
+}
+
+/* GB/s of `reps` launches of kit_read over `bytes` at `buf`, timed with events. */
+static double read_bw(CUdeviceptr buf, uint64_t bytes, CUdeviceptr sink, int reps) {
+    struct read_args r = {buf, sink, bytes};
+    KIT_CK(read_once(&r, NULL)); /* warm-up */
+    double ms = vf_events_ms(NULL, reps, read_once, &r);
     return ms > 0 ? (double)bytes * reps / (ms * 1e-3) / 1e9 : NAN;
 }
 

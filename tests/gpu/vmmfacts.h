@@ -51,6 +51,10 @@ struct vf_slot {
 CUresult vf_slot_open(struct vf_slot *s, const CUmemAllocationProp *p, size_t size);
 void vf_slot_close(struct vf_slot *s);
 
+/* Milliseconds of device time for `reps` calls of launch(arg, s) on stream s, between two events
+ * (KIT_CK on failure). */
+double vf_events_ms(CUstream s, int reps, CUresult (*launch)(void *arg, CUstream s), void *arg);
+
 void vf_section_queue(void);
 
 #endif

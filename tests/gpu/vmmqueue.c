@@ -92,21 +92,14 @@ static int queue_depth(const double *t, int n, double slow, int *isolated) {
     return -1;
 }
 
+static CUresult spin_once(void *arg, CUstream s) {
+    (void)arg;
+    return kit_spin_launch(&vf_mod, s, SPIN_NS);
+}
+
 /* The kernel's duration in microseconds: `reps` kit_spin launches timed with events. */
 static double spin_us(CUstream s, int reps) {
-    CUevent first, last;
-    KIT_CK(cuEventCreate(&first, CU_EVENT_DEFAULT));
-    KIT_CK(cuEventCreate(&last, CU_EVENT_DEFAULT));
-    KIT_CK(cuEventRecord(first, s));
-    for (int i = 0; i < reps; i++)
-        KIT_CK(kit_spin_launch(&vf_mod, s, SPIN_NS));
-    KIT_CK(cuEventRecord(last, s));
-    KIT_CK(cuEventSynchronize(last));
-    float ms = 0;
-    KIT_CK(cuEventElapsedTime(&ms, first, last));
-    cuEventDestroy(first);
-    cuEventDestroy(last);
-    return 1e3 * (double)ms / reps;
+    return 1e3 * vf_events_ms(s, reps, spin_once, NULL) / reps;
 }
 
 static void queue_depth_section(void) {
