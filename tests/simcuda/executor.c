@@ -171,13 +171,21 @@ void sim_stream_admit(struct sim_stream *s, struct sim_op *op) {
     if (depth == 0) return; /* unbounded, as before the queue was modelled */
     if (s->queue == NULL && (s->queue = calloc(depth, sizeof *s->queue)) == NULL)
         return; /* no memory for the ring: this stream's launches never wait */
-    if (s->queue_len == depth) {
+    /* The wait releases the lock: another thread launching onto s may free the place first, or
+     * destroy s (its ring goes). Holding a reference of our own, the oldest can be compared
+     * after the wait; the place is taken only while the queue is still full of the same ones. */
+    while (s->queue != NULL && s->queue_len == depth) {
         struct sim_op *oldest = s->queue[s->queue_head];
+        oldest->refs++;
         advance_host_to(sim_op_wait_end(oldest));
+        if (s->queue != NULL && s->queue_len == depth && s->queue[s->queue_head] == oldest) {
+            sim_op_release(oldest); /* the ring's reference */
+            s->queue_head = (unsigned)((s->queue_head + 1) % depth);
+            s->queue_len--;
+        }
         sim_op_release(oldest);
-        s->queue_head = (unsigned)((s->queue_head + 1) % depth);
-        s->queue_len--;
     }
+    if (s->queue == NULL) return; /* destroyed meanwhile: the launch goes untracked */
     op->refs++;
     s->queue[(s->queue_head + s->queue_len) % depth] = op;
     s->queue_len++;

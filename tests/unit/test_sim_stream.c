@@ -593,6 +593,54 @@ static void test_launch_queue_fills(void **state) {
     CU_OK(cuStreamDestroy(other));
 }
 
+struct queue_thread {
+    CUcontext ctx;
+    CUstream s;
+    int launches;
+    CUresult rc;
+};
+
+static void *queue_main(void *arg) {
+    struct queue_thread *t = arg;
+    CUresult rc = cuCtxSetCurrent(t->ctx);
+    for (int k = 0; k < t->launches && rc == CUDA_SUCCESS; k++)
+        rc = launch(fn_ms, t->s, NULL);
+    t->rc = rc;
+    return NULL;
+}
+
+/* Two threads launch onto one stream whose queue is full. A launch that waited for a place may
+ * find another thread took it (the wait releases the simulator's lock); whether a run hits that
+ * interleaving depends on how far the executor thread has got in wall-clock time, so this test
+ * cannot force it. What it checks: every kernel runs once, in order (the stream ends 3000
+ * kernels of 1 ms after the first began), and the launches could not all have returned before
+ * kernel 1976 ended (at most 1024 queued). */
+static void test_launch_queue_two_threads(void **state) {
+    (void)state;
+    CUstream s;
+    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuCtxSynchronize());
+    struct queue_thread t[2];
+    pthread_t th[2];
+    CUcontext ctx;
+    CU_OK(cuCtxGetCurrent(&ctx));
+    uint64_t t0 = simcuda_now_ns();
+    for (int i = 0; i < 2; i++) {
+        t[i] = (struct queue_thread){ctx, s, 1500, CUDA_SUCCESS};
+        assert_int_equal(pthread_create(&th[i], NULL, queue_main, &t[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        CU_OK(t[i].rc);
+    }
+    assert_true(simcuda_now_ns() - t0 >= 1976 * MS);
+    CU_OK(cuStreamSynchronize(s));
+    uint64_t took = simcuda_now_ns() - t0;
+    assert_true(took >= 3000 * MS);
+    assert_true(took < 3001 * MS);
+    CU_OK(cuStreamDestroy(s));
+}
+
 int main(void) {
     const struct CMUnitTest children[] = {
         cmocka_unit_test(test_determinism),
@@ -607,6 +655,7 @@ int main(void) {
         cmocka_unit_test(test_per_thread_default_stream),
         cmocka_unit_test(test_host_functions_in_order),
         cmocka_unit_test(test_launch_queue_fills),
+        cmocka_unit_test(test_launch_queue_two_threads),
     };
     int failed = cmocka_run_group_tests_name("stream_children", children, NULL, NULL);
     failed += cmocka_run_group_tests_name("stream", tests, group_setup, NULL);
