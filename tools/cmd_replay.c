@@ -44,6 +44,7 @@
 #include "json.h"
 #include "json_text.h"
 #include "move_cost.h"
+#include "move_bound.h"
 #include "oracle_input.h"
 #include "sim_costs.h"
 #include "trace_read.h"
@@ -428,11 +429,24 @@ static void print_json(const struct options *o, const struct trace *t, const str
     for (size_t k = 0; k < sizeof driver_calls / sizeof driver_calls[0]; k++)
         printf("%s\"%s\":%llu", k ? "," : "", driver_calls[k], (unsigned long long)r->calls[k]);
     printf("},\"trace_peak_bytes\":%llu,", (unsigned long long)t->peak_bytes);
-    if (o->budget_none)
-        printf("\"budget_bytes\":null,");
-    else
+    static const char no_bound[] =
+        "\"evict_bound_bytes\":null,\"evict_bound_uncovered_bytes\":null,"
+        "\"evict_cover_bytes\":null,";
+    if (o->budget_none) {
+        printf("\"budget_bytes\":null,%s", no_bound);
+    } else {
         printf("\"budget_bytes\":%llu,\"engine_budget_bytes\":%llu,", (unsigned long long)o->budget,
                (unsigned long long)o->engine_budget);
+        /* The fewest bytes any schedule within the budget evicts (tools/move_bound.h). */
+        struct move_bound mb;
+        if (move_bound(t, o->budget, o->min_bytes, &mb) == 0)
+            printf("\"evict_bound_bytes\":%llu,\"evict_bound_uncovered_bytes\":%llu,"
+                   "\"evict_cover_bytes\":%llu,",
+                   (unsigned long long)mb.bytes, (unsigned long long)mb.uncovered,
+                   (unsigned long long)mb.cover);
+        else
+            printf("%s", no_bound);
+    }
     printf("\"min_bytes\":%llu,\"min_bytes_from\":\"%s\",", (unsigned long long)o->min_bytes,
            o->min_bytes_given ? "--min-bytes" : "auto");
     printf("\"costs\":");

@@ -484,6 +484,54 @@ class Budget(unittest.TestCase):
             self.assertEqual(out["hazards"], 0)
 
 
+class EvictBound(unittest.TestCase):
+    """The replay's bounds on the bytes a schedule within the budget must evict
+    (tools/move_bound.h), on traces small enough to know them by hand: four 64 MiB buffers, a
+    128 MiB budget, and two launches 64 MiB over it."""
+
+    MIB64 = 64 << 20
+
+    def bounds(self, events):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.jsonl")
+            write_trace(path, events)
+            _, out = replay_json(path, "--budget", "128M", "--min-bytes", "1M")
+        return out["evict_bound_bytes"], out["evict_cover_bytes"], out["evict_bound_uncovered_bytes"]
+
+    def two_peaks(self, x_between):
+        """X and Y live throughout; P, then Q, put a launch 64 MiB over. X is used between the
+        two (so it cannot be away across both) or not."""
+        m = self.MIB64
+        return [{"e": "alloc", "t": 0, "id": 1, "bytes": m},
+                {"e": "alloc", "t": 0, "id": 2, "bytes": m},
+                {"e": "launch", "t": 0, "s": 0, "k": "a", "ns": 1000, "use": [1, 2]},
+                {"e": "alloc", "t": 0, "id": 3, "bytes": m},
+                {"e": "launch", "t": 0, "s": 0, "k": "b", "ns": 1000, "use": [3, 2]},
+                {"e": "free", "t": 0, "id": 3},
+                {"e": "launch", "t": 0, "s": 0, "k": "c", "ns": 1000,
+                 "use": [1] if x_between else [2]},
+                {"e": "alloc", "t": 0, "id": 4, "bytes": m},
+                {"e": "launch", "t": 0, "s": 0, "k": "d", "ns": 1000,
+                 "use": [4, 1] if x_between else [4, 2]},
+                {"e": "free", "t": 0, "id": 4},
+                {"e": "launch", "t": 0, "s": 0, "k": "e", "ns": 1000, "use": [1, 2]}]
+
+    def test_two_peaks_need_two_buffers(self):
+        # X away for the first, Y for the second: 128 MiB, twice the peak's excess.
+        self.assertEqual(self.bounds(self.two_peaks(True)), (2 * self.MIB64, 2 * self.MIB64, 0))
+
+    def test_one_idle_buffer_covers_both(self):
+        # X idle from the first launch to the last: evicted once, it covers both: E.
+        self.assertEqual(self.bounds(self.two_peaks(False)), (self.MIB64, self.MIB64, 0))
+
+    def test_a_launch_larger_than_the_budget(self):
+        # One launch uses 192 MiB: 64 MiB of it cannot be resident under any schedule.
+        m = self.MIB64
+        ev = [{"e": "alloc", "t": 0, "id": i, "bytes": m} for i in (1, 2, 3)]
+        ev.append({"e": "launch", "t": 0, "s": 0, "k": "a", "ns": 1000, "use": [1, 2, 3]})
+        self.assertEqual(self.bounds(ev), (0, 0, m))
+
+
 class CostFile(unittest.TestCase):
     """A cost file reaches the replay (--costs FILE, or SIMCUDA_COSTS, the one SIMCUDA_* variable a
     replay takes from its environment): its rows change the figures, the output names it, and a
