@@ -73,6 +73,19 @@ static const char *clock_name(void) {
     return sim ? "simcuda" : "monotonic";
 }
 
+/* The simulator's link rates (simcuda_link_gbps, simcuda.h); false when the driver is not the
+ * simulator or has not been initialised. Before, the header read the SIMCUDA_*_GBPS variables
+ * itself and missed the cost file's link rows and the per-direction duplex rates: a replay on
+ * NVLink-C2C said "duplex":88, PCIe Gen5's default, where the simulator charged 170 + 150. */
+static bool sim_link_gbps(double out[4]) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *f = h != NULL ? ho_real_dlsym_fn(h, "simcuda_link_gbps") : NULL;
+    int (*fn)(double *) = (int (*)(double *))(uintptr_t)f;
+    bool ok = fn != NULL && fn(out) != 0;
+    if (h != NULL) dlclose(h);
+    return ok;
+}
+
 static void write_header(void) {
     char name[256] = "unknown";
     size_t mem = 0;
@@ -100,19 +113,12 @@ static void write_header(void) {
     uint64_t budget = offload ? ho_amount_resolve(&ho_options()->budget, mem) : UINT64_MAX;
     if (budget != UINT64_MAX) out_fmt(",\"budget_bytes\":%llu", (unsigned long long)budget);
     if (offload) out_fmt(",\"policy\":\"%s\"", ho_policy_name(ho_options()->policy));
-    if (strcmp(clock, "simcuda") == 0) {
-        /* The simulated link's rates (docs/simcuda.md defaults), for the link figures. */
-        static const char *const vars[] = {"SIMCUDA_H2D_GBPS", "SIMCUDA_D2H_GBPS",
-                                           "SIMCUDA_DUPLEX_GBPS"};
-        static const double defaults[] = {55, 55, 88};
-        double gbps[3];
-        for (int i = 0; i < 3; i++) {
-            const char *v = getenv(vars[i]);
-            char *end = NULL;
-            gbps[i] = v != NULL ? strtod(v, &end) : 0;
-            if (v == NULL || end == v || *end != '\0' || !(gbps[i] > 0)) gbps[i] = defaults[i];
-        }
-        out_fmt(",\"link_gbps\":{\"h2d\":%g,\"d2h\":%g,\"duplex\":%g}", gbps[0], gbps[1], gbps[2]);
+    double gbps[4];
+    if (strcmp(clock, "simcuda") == 0 && sim_link_gbps(gbps)) {
+        /* The simulated link's rates as the simulator charges them (its cost file and SIMCUDA_*
+         * variables resolved: simcuda.h), for the link figures; duplex: both directions at once. */
+        out_fmt(",\"link_gbps\":{\"h2d\":%g,\"d2h\":%g,\"duplex\":%g}", gbps[0], gbps[1],
+                gbps[2] + gbps[3]);
     }
     out_fmt("}\n");
     tr.header_done = true;

@@ -41,6 +41,11 @@ void simcuda_graph_set_conditional(uint64_t handle, unsigned value);
  * "cuMemMap.device", "default.device"); 0 for a key it does not know. */
 uint64_t simcuda_calls(const char *key);
 
+/* The host link the simulator charges, in GB/s, once cuInit has run (after the cost file and the
+ * SIMCUDA_* variables, docs/simcuda.md): out[0] host-to-device alone, out[1] device-to-host
+ * alone, out[2] and out[3] each while the other also runs. 1 when filled; 0 before cuInit. */
+int simcuda_link_gbps(double out[4]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* Global state, initialisation, the host clock and fork handling. */
 #include "sim.h"
+#include "costs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,16 @@ SIM_EXPORT CUresult cuInit(unsigned int flags) {
     pthread_once(&init_once, init_once_fn);
     if (sim.initialized) sim_tick();
     return sim.init_error;
+}
+
+SIM_EXPORT int simcuda_link_gbps(double out[4]) {
+    if (!sim.initialized || out == NULL) return 0;
+    const struct sim_link *l = sim_link();
+    out[0] = l->h2d;
+    out[1] = l->d2h;
+    out[2] = l->h2d_duplex;
+    out[3] = l->d2h_duplex;
+    return 1;
 }
 
 CUresult sim_enter(void) {

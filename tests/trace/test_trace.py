@@ -592,6 +592,20 @@ class CostFile(unittest.TestCase):
         self.assertEqual(both["costs"], os.path.realpath(self.slow))
         self.assertEqual(both["steady_step_ns"], plain["steady_step_ns"])
 
+    def test_trace_header_quotes_the_link_charged(self):
+        # The library's trace of a replay names the link the simulator charged: the preset's or
+        # the cost file's rates, both directions at once the sum of each one's while both run
+        # (before, it read the variables itself and said 88 for NVLink-C2C's 170 + 150).
+        rec = os.path.join(self.tmp.name, "rec.jsonl")
+        for args, want in ((["--link", "c2c"], (345, 300, 320)),
+                           (["--costs", self.slow], (5.5, 5.5, 8.8))):
+            with self.subTest(args=args):
+                replay_json(self.trace, *self.args, *args, "--record", rec)
+                with open(rec, encoding="utf-8") as f:
+                    link = json.loads(f.readline())["link_gbps"]
+                for key, rate in zip(("h2d", "d2h", "duplex"), want):
+                    self.assertAlmostEqual(link[key], rate, places=6, msg=key)
+
     def test_missing_and_malformed_refused(self):
         missing = os.path.join(self.tmp.name, "no-such-costs.txt")
         for cmd in (["replay", self.trace], ["demo", "-o", os.path.join(self.tmp.name, "demo")],
