@@ -39,6 +39,13 @@
 /* Ascent steps: the bound grew by under 2% from 2,000 to 8,000 on gpt2-1k and llama-4k segments
  * (0.7 s for gpt2-1k.segment on this machine). */
 #define ASCENT_STEPS 2000
+/* Work limits, in stretch visits, so that a trace far larger than the recordings (a million
+ * launches) still gets its bounds in seconds, only weaker: the greedy set tries at most
+ * SET_WORK / stretches launches (the most over first; the recordings' 15,000 or fewer all fit),
+ * the ascent takes at most ASCENT_WORK / (launches + stretches) steps (the recordings' 2,000 fit).
+ */
+#define SET_WORK    4000000000.0
+#define ASCENT_WORK 1000000000.0
 
 struct stretch {
     uint64_t lo, hi; /* launches it covers, inclusive */
@@ -198,7 +205,9 @@ static double dual_ascent(const struct stretches *g, const int64_t *over, size_t
     double *Y = malloc((g->n + 1) * sizeof *Y), *sub = malloc((nl + 1) * sizeof *sub);
     double best = 0;
     if (y == NULL || prefix == NULL || Y == NULL || sub == NULL) goto out;
-    for (int it = 0; it < ASCENT_STEPS; it++) {
+    double fit = ASCENT_WORK / (double)(nl + g->n + 1);
+    int steps = fit < ASCENT_STEPS ? (fit < 20 ? 20 : (int)fit) : ASCENT_STEPS;
+    for (int it = 0; it < steps; it++) {
         double d = dual_value(g, over, y, nl, prefix, Y);
         if (d > best) best = d;
         /* The subgradient: each launch's excess, less the bytes of the stretches over it that
@@ -340,7 +349,8 @@ int move_bound(const struct trace *t, uint64_t budget, uint64_t min_bytes, struc
     }
     sort_over = over;
     qsort(cand, ncand, sizeof *cand, by_over_desc);
-    uint64_t set = greedy_set(&g, over, cand, ncand);
+    double fit = SET_WORK / (double)(g.n + 1);
+    uint64_t set = greedy_set(&g, over, cand, fit < (double)ncand ? (size_t)fit : ncand);
     out->cover = greedy_cover(&g, over, nl);
     if (out->cover == UINT64_MAX) goto done;
     double ascent = dual_ascent(&g, over, nl, cand, ncand, (double)out->cover);
