@@ -15,6 +15,14 @@
  *       four, where BEFORE/AFTER say what backs it before and after the pressure: L (the
  *       driver's own linear memory: the allocation passed through), D or H (a VMM mapping of a
  *       device- or host-located handle: the engine's).
+ *   eng_budget planned           (HOSTOFF_BUDGET=512M, HOSTOFF_POLICY=oracle and the plan
+ *       engine_harness.py writes: after Z's fill, evict A0..A31) thirty-two 8 MiB buffers
+ *       A0..A31 and a 64 MiB Z, each filled by a launch; a sync of the fills (the planned
+ *       evictions start up to the background cap, 64 MiB in flight: at the allocation 8 have
+ *       landed, 8 are in flight and 16 wait), then a 352 MiB allocation 32 MiB short of room:
+ *       "where Z C", C as for `where`. The plan gives Z no later use, so the engine's own choice
+ *       of victim (needed furthest ahead) would be Z (H): D says the room came from the planned
+ *       evictions waiting behind the cap instead.
  *
  * Every mode ends with "data: ok" when every byte checked was exact. */
 #include "engtest.h"
@@ -148,9 +156,38 @@ static int where_steps(void) {
     return 0;
 }
 
+/* 32 buffers of 8 MiB and Z of 64 MiB under 512 MiB; then 352 MiB more. */
+#define PLANNED_A 32
+static int planned_first(void) {
+    CUdeviceptr a[PLANNED_A], z, n;
+    for (int i = 0; i < PLANNED_A; i++) {
+        CK(cuMemAlloc(&a[i], 8 * MIB));
+        CK(eng_launch(m.fill, NULL, a[i], 300 + (uint64_t)i, 0, 8 * MIB));
+    }
+    CK(cuMemAlloc(&z, 64 * MIB));
+    CK(eng_launch(m.fill, NULL, z, 400, 0, 64 * MIB)); /* the plan's evictions follow this one */
+    /* The fills are done (not the engine's copies, which cuCtxSynchronize would wait for too). */
+    CK(cuStreamSynchronize(NULL));
+    CK(cuMemAlloc(&n, 352 * MIB));
+    printf("where Z %c\n", where(z));
+    CK(eng_launch(m.fill, NULL, n, 500, 0, 352 * MIB));
+    for (int i = 0; i < PLANNED_A; i++)
+        CK(eng_launch(m.check, NULL, a[i], 300 + (uint64_t)i, 0, 8 * MIB));
+    CK(cuCtxSynchronize());
+    for (int i = 0; i < PLANNED_A; i++)
+        check("planned", a[i], 300 + (uint64_t)i, 0, 8 * MIB);
+    check("kept", z, 400, 0, 64 * MIB);
+    check("new", n, 500, 0, 352 * MIB);
+    for (int i = 0; i < PLANNED_A; i++)
+        CK(cuMemFree(a[i]));
+    CK(cuMemFree(z));
+    CK(cuMemFree(n));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: eng_budget oversize|fill MIB N|meminfo|where\n");
+        fprintf(stderr, "usage: eng_budget oversize|fill MIB N|meminfo|where|planned\n");
         return 2;
     }
     eng_primary(0);
@@ -164,6 +201,8 @@ int main(int argc, char **argv) {
         rc = meminfo_steps();
     else if (strcmp(argv[1], "where") == 0)
         rc = where_steps();
+    else if (strcmp(argv[1], "planned") == 0)
+        rc = planned_first();
     else
         fprintf(stderr, "eng_budget: unknown mode %s\n", argv[1]);
     if (rc == 0) {

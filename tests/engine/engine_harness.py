@@ -470,6 +470,27 @@ class BudgetPressure(Case):
         self.assertEqual(r.counts("evictions"), 2, r.describe())
         self.assertLessEqual(r.bytes("peak_host"), 8 * MIB)
 
+    def test_room_takes_planned_evictions_first(self):
+        """An allocation short of room starts the planned evictions still waiting behind the
+        background cap before it evicts a buffer the plan keeps (eng_budget planned)."""
+        with tempfile.TemporaryDirectory(prefix="eng-plan-") as d:
+            plan = os.path.join(d, "oracle.plan")
+            # Buffers in allocation order: A0..A31 (0-31), Z (32), the new one (33); launches
+            # using them: the fills (0-32, 33) and the checks of A0..A31 (34-65). Failed before
+            # the engine took them first: "where Z H".
+            na = 32
+            lines = ["hostoff_oracle_plan 1", f"launches {2 * na + 2} buffers {na + 2}"]
+            lines += [f"u {i} {i} {na + 2 + i}" for i in range(na)]
+            lines += [f"u {na} {na}", f"u {na + 1} {na + 1}",
+                      f"a {na} e " + " ".join(str(i) for i in range(na)) + " r"]
+            with open(plan, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            r = run("eng_budget", ["planned"], {"HOSTOFF_BUDGET": "512M", "HOSTOFF_POLICY": "oracle",
+                                                "HOSTOFF_ORACLE_PLAN": plan})
+        self.clean(r)
+        self.assertEqual(r.line("where Z"), "where Z D", r.describe())
+        self.assertLessEqual(r.sim["peak_device_bytes"], 512 * MIB)
+
     def test_host_limit_under_budget(self):
         """HOSTOFF_HOST_LIMIT=8M under HOSTOFF_BUDGET=16M: once two buffers are out, allocations
         succeed past the budget, as they would without the library."""
