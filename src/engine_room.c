@@ -89,7 +89,7 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
     if (d->sfree != NULL && !ho_room_for(d, need)) ho_sfree_flush(d, 0);
     ho_cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return HO_ROOM_OVER_LIMIT; /* nothing moves meanwhile */
-    ho_defer_poll(d); /* planned evictions that can start now come first, */
+    ho_defer_poll(d);        /* planned evictions that can start now come first, */
     ho_defer_ready(d, need); /* and past the background cap those this room needs */
     bool host_full = false;
     /* A move can fail (the driver refused a copy or a remap: the buffer then stays where it was),
