@@ -363,7 +363,7 @@ class Demo(unittest.TestCase):
     # The default job is meant to be one offload hides: lookahead's step within 5% of the
     # unconstrained one (virtual time: the same figure on every machine). Known to fail since
     # the simulator charges the driver's published per-call costs (issue 13): the demo runs at
-    # 1.15x. Issue 14 is open for it; when it passes unexpectedly, the suite fails: drop the
+    # 1.12x. Issue 14 is open for it; when it passes unexpectedly, the suite fails: drop the
     # decorator then.
     @unittest.expectedFailure
     def test_demo_offload_hides(self):
