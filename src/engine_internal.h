@@ -397,7 +397,6 @@ void ho_clock_flush(void);
 void ho_clock_forget(struct ho_managed *m);
 void ho_defer_drop(struct ho_dev *d, struct ho_managed *m);
 void ho_defer_poll(struct ho_dev *d);
-void ho_defer_ready(struct ho_dev *d, uint64_t need);
 void ho_want_drop(struct ho_dev *d, struct ho_managed *m);
 void ho_want_start(struct ho_dev *d);
 struct ho_engine_touch;

@@ -116,35 +116,6 @@ void ho_defer_poll(struct ho_dev *d) {
     }
 }
 
-/* Room is needed now (ho_make_room): the planned evictions whose launch has run start, oldest
- * first, however much is already in flight, until `need` more bytes would fit. The background
- * cap keeps planned moves from delaying an urgent one; once room is urgent, a planned eviction
- * is the cheapest room there is: its buffer was leaving anyway and the plan brings it back in
- * time, while the victim the engine would choose instead (needed furthest ahead) is one the plan
- * keeps, so it comes back on demand and the planned one still leaves later. On gpt2-1k.tensor
- * at 70% each steady step's 3.3 GB logits allocation found 6.5 GB of planned evictions waiting
- * behind the cap (1.2 GB in flight). On the policy benchmark (docs/policy-benchmark.md, fifth
- * round) it shortened 11 rows' steady step (up to 16%, llama-32k.tensor c2c 80%) and
- * lengthened 2 (by 0.7% and 2.6%). Those whose launch has not run yet keep waiting: starting
- * them would make this allocation wait for the device to get there. */
-void ho_defer_ready(struct ho_dev *d, uint64_t need) {
-    HO_ASSERT_HELD(&eng.lock);
-    for (size_t i = 0; i < d->ndefer && d->resident - d->evicting - d->cached + need > d->budget;) {
-        ho_ctx_push(d);
-        CUresult rc = ho_real.cuEventQuery(d->defer[i].after);
-        ho_ctx_pop();
-        if (rc == CUDA_ERROR_NOT_READY) {
-            i++;
-            continue;
-        }
-        struct ho_managed *m = d->defer[i].m;
-        ho_defer_drop(d, m);
-        if (d->budget != UINT64_MAX && !m->pinned && m->tr == NULL &&
-            atomic_load(&m->state) == HO_RESIDENT)
-            ho_start_evict(m);
-    }
-}
-
 /* Prefetches the plan asked for but that had no room yet: they start, oldest first, as evictions
  * complete, so a prefetch never makes the application wait for room. eng.lock held. */
 void ho_want_drop(struct ho_dev *d, struct ho_managed *m) {

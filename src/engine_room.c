@@ -1,6 +1,7 @@
-/* Room under a device's budget: cached device memory given back first, then evictions of the
- * least valuable buffers, and waiting for the copies that free the memory; reclaiming when the
- * driver itself is out of memory; the device and host byte counts the report shows. */
+/* Room under a device's budget: cached device memory given back first, then the planned evictions
+ * waiting behind the background cap, then evictions of the least valuable buffers, and waiting for
+ * the copies that free the memory; reclaiming when the driver itself is out of memory; the device
+ * and host byte counts the report shows. */
 #include "engine_internal.h"
 
 #include "log.h"
@@ -76,6 +77,41 @@ size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *p
     return started;
 }
 
+/* Room is needed now (ho_make_room, below): the planned evictions whose launch has run start,
+ * oldest first, however much is already in flight, until `need` more bytes would fit. The
+ * background cap keeps planned moves from delaying an urgent one; once room is urgent, a planned
+ * eviction is the cheapest room there is: its buffer was leaving anyway and the plan brings it back
+ * in time, while the victim the engine would choose instead (needed furthest ahead) is one the plan
+ * keeps, so it comes back on demand and the planned one still leaves later. On gpt2-1k.tensor
+ * at 70% each steady step's 3.3 GB logits allocation found 6.5 GB of planned evictions waiting
+ * behind the cap (1.2 GB in flight). On the policy benchmark (docs/policy-benchmark.md, fifth
+ * round) it shortened 11 rows' steady step (up to 16%, llama-32k.tensor c2c 80%) and
+ * lengthened 2 (by 0.7% and 2.6%). Those whose launch has not run yet keep waiting: starting
+ * them would make this allocation wait for the device to get there; and so do the buffers the
+ * call that needs the room uses (a restore's launch). */
+static void defer_ready(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                        int nprotect) {
+    HO_ASSERT_HELD(&eng.lock);
+    for (size_t i = 0; i < d->ndefer && d->resident - d->evicting - d->cached + need > d->budget;) {
+        ho_ctx_push(d);
+        CUresult rc = ho_real.cuEventQuery(d->defer[i].after);
+        ho_ctx_pop();
+        if (rc == CUDA_ERROR_NOT_READY) {
+            i++;
+            continue;
+        }
+        struct ho_managed *m = d->defer[i].m;
+        if (protected_buf(m, protect, nprotect)) {
+            i++;
+            continue;
+        }
+        ho_defer_drop(d, m);
+        if (d->budget != UINT64_MAX && !m->pinned && m->tr == NULL &&
+            atomic_load(&m->state) == HO_RESIDENT)
+            ho_start_evict(m);
+    }
+}
+
 /* Makes `need` more bytes fit device d's budget (a pooled chunk of exactly `need` bytes is room:
  * the caller takes it): evicts, then waits for the copies that free the memory. Moves in flight
  * hold their buffers (they are no candidates): when nothing else is left, wait for the oldest of
@@ -89,8 +125,8 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
     if (d->sfree != NULL && !ho_room_for(d, need)) ho_sfree_flush(d, 0);
     ho_cache_trim(d, need, d->budget);
     if (atomic_load(&eng.capturing) > 0) return HO_ROOM_OVER_LIMIT; /* nothing moves meanwhile */
-    ho_defer_poll(d);        /* planned evictions that can start now come first, */
-    ho_defer_ready(d, need); /* and past the background cap those this room needs */
+    ho_defer_poll(d);                        /* planned evictions that can start now come first, */
+    defer_ready(d, need, protect, nprotect); /* and past the background cap those this room needs */
     bool host_full = false;
     /* A move can fail (the driver refused a copy or a remap: the buffer then stays where it was),
      * so try again while attempts still start moves, a bounded number of times. */
