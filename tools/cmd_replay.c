@@ -586,6 +586,19 @@ static void print_summary(const struct options *o, const struct trace *t, const 
            "%llu prefetches)\n",
            b, c, (unsigned long long)r->evictions, (unsigned long long)r->restores,
            (unsigned long long)r->demand_restores, (unsigned long long)r->prefetches);
+    /* What any schedule must evict under this budget, for planning one (tools/move_bound.h). */
+    struct move_bound mb;
+    if (!o->budget_none && move_bound(t, o->budget, o->min_bytes, &mb) == 0) {
+        cli_format_bytes(mb.bytes, b, sizeof b);
+        cli_format_bytes(mb.cover, c, sizeof c);
+        printf("required  at least %s to host (a schedule that ignores the link's timing: %s)", b,
+               c);
+        if (mb.uncovered > 0) {
+            cli_format_bytes(mb.uncovered, a, sizeof a);
+            printf("; a launch's own buffers exceed the budget by %s: read over the link", a);
+        }
+        putchar('\n');
+    }
     printf("stall     %.6f s\n", (double)r->stall / 1e9);
     if (r->illegal != 0 || r->hazards != 0)
         printf("WARNING   %llu illegal accesses, %llu hazards in the simulator\n",

@@ -524,6 +524,25 @@ class EvictBound(unittest.TestCase):
         # X idle from the first launch to the last: evicted once, it covers both: E.
         self.assertEqual(self.bounds(self.two_peaks(False)), (self.MIB64, self.MIB64, 0))
 
+    def test_summary_says_what_is_required(self):
+        # The summary (no --json) prints the lower bound and the schedule, and a launch that
+        # cannot fit.
+        m = self.MIB64
+        ev = [{"e": "alloc", "t": 0, "id": i, "bytes": m} for i in (1, 2, 3)]
+        ev.append({"e": "launch", "t": 0, "s": 0, "k": "a", "ns": 1000, "use": [1, 2, 3]})
+        with tempfile.TemporaryDirectory() as d:
+            peaks, over = os.path.join(d, "p.jsonl"), os.path.join(d, "o.jsonl")
+            write_trace(peaks, self.two_peaks(True))
+            write_trace(over, ev)
+            a = hostoff("replay", peaks, "--budget", "128M", "--min-bytes", "1M")
+            b = hostoff("replay", over, "--budget", "128M", "--min-bytes", "1M")
+        self.assertEqual(a.returncode, 0, a.stderr)
+        self.assertRegex(a.stdout, r"(?m)^required  at least 134\.2\d MB to host \(a schedule "
+                                   r"that ignores the link's timing: 134\.2\d MB\)$")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        self.assertRegex(b.stdout, r"(?m)^required  at least 0 B to host .*; a launch's own "
+                                   r"buffers exceed the budget by 67\.1\d MB: read over the link$")
+
     def test_a_launch_larger_than_the_budget(self):
         # One launch uses 192 MiB: 64 MiB of it cannot be resident under any schedule.
         m = self.MIB64
