@@ -143,7 +143,9 @@ void man_write(FILE *f) {
             "PRESET --help lists the model's options.");
     command(f, "replay");
     para(f, "Replays a trace through the real libhostoff.so on the simulated driver, in virtual "
-            "time, and reports step time, peak device memory, bytes moved and stalls. --report "
+            "time, and reports step time, peak device memory, bytes moved and stalls, and under a "
+            "budget what it requires: a lower bound on the bytes any schedule evicts (from the "
+            "trace alone) and a launch whose own buffers cannot fit. --report "
             "and --record keep the library's report and trace of the replay. A recording "
             "without step markers whose first line names where its steps began (recorder "
             "step_lines, docs/trace-format.md) is timed step by step without telling the "
