@@ -400,11 +400,6 @@ static int run_child(const char *self, const char *lib, const char *simdir, char
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 && line[0] != '\0' ? 0 : -1;
 }
 
-static double link_gbps(const char *var, double def) {
-    const char *v = getenv(var);
-    return v != NULL && *v != '\0' ? strtod(v, NULL) : def;
-}
-
 /* The figures of one "calls TAG MOVES n..." line of a child's output. */
 static bool parse_calls(const char *out, const char *tag, unsigned *moves,
                         unsigned long long n[NKINDS]) {
@@ -445,8 +440,15 @@ int main(int argc, char **argv) {
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return 1;
     self[len] = '\0';
-    double d2h = link_gbps("SIMCUDA_D2H_GBPS", 55), h2d = link_gbps("SIMCUDA_H2D_GBPS", 55);
-    double duplex = link_gbps("SIMCUDA_DUPLEX_GBPS", 88);
+    /* The link the children run under, as the simulator resolves it (its cost file and
+     * SIMCUDA_* variables): this process runs on the simulator too. */
+    double link[4];
+    if (cuInit(0) != CUDA_SUCCESS || !simcuda_link_gbps(link)) {
+        fprintf(stderr,
+                "bench_move: the simulated driver did not start (its SIMCUDA_* variables)\n");
+        return 1;
+    }
+    double h2d = link[0], d2h = link[1], duplex = link[2] + link[3];
     printf(
         "bench_move: moves in virtual time under the simulator's cost table (SIMCUDA_DATA=sparse;"
         " link %.0f GB/s to host, %.0f to device, %.0f both ways at once)\n",
