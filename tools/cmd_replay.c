@@ -44,6 +44,7 @@
 #include "json.h"
 #include "json_text.h"
 #include "move_cost.h"
+#include "link_bound.h"
 #include "move_bound.h"
 #include "oracle_input.h"
 #include "sim_costs.h"
@@ -433,7 +434,8 @@ static void print_json(const struct options *o, const struct trace *t, const str
         "\"evict_bound_bytes\":null,\"evict_bound_uncovered_bytes\":null,"
         "\"evict_cover_bytes\":null,";
     if (o->budget_none) {
-        printf("\"budget_bytes\":null,%s", no_bound);
+        printf("\"budget_bytes\":null,%s\"order_bound_step_ns\":null,\"order_bound_link_ns\":null,",
+               no_bound);
     } else {
         printf("\"budget_bytes\":%llu,\"engine_budget_bytes\":%llu,", (unsigned long long)o->budget,
                (unsigned long long)o->engine_budget);
@@ -446,6 +448,14 @@ static void print_json(const struct options *o, const struct trace *t, const str
                    (unsigned long long)mb.cover);
         else
             printf("%s", no_bound);
+        /* The least time a step takes with its bytes crossing the link in the order the uses
+         * allow (tools/link_bound.h). */
+        struct link_bound lb;
+        if (link_bound(t, o->budget, o->min_bytes, o->h2d, o->d2h, &lb) == 0 && lb.intervals > 0)
+            printf("\"order_bound_step_ns\":%llu,\"order_bound_link_ns\":%llu,",
+                   (unsigned long long)lb.step_ns, (unsigned long long)lb.link_ns);
+        else
+            printf("\"order_bound_step_ns\":null,\"order_bound_link_ns\":null,");
     }
     printf("\"min_bytes\":%llu,\"min_bytes_from\":\"%s\",", (unsigned long long)o->min_bytes,
            o->min_bytes_given ? "--min-bytes" : "auto");

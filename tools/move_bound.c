@@ -23,12 +23,11 @@
  * between the two; on the recordings' tensor views they are within 2% of each other. */
 #include "move_bound.h"
 
-#include "u64map.h"
+#include "stretches.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#define GRANULE (2ull << 20) /* the engine maps whole 2 MiB granules (oracle_input.c) */
 /* Launches y may weigh: the most over of every WINDOW, and every peak of the excess (at least
  * its neighbours; the first of a run of equals), which a window may hold two of. A launch next to
  * one of them shares nearly every stretch with it and adds little. Every launch over the budget
@@ -47,45 +46,6 @@
 #define SET_WORK    4000000000.0
 #define ASCENT_WORK 1000000000.0
 
-struct stretch {
-    uint64_t lo, hi; /* launches it covers, inclusive */
-    uint64_t bytes;
-    uint32_t chosen; /* launches of Q it covers */
-};
-
-struct buf {
-    uint64_t bytes;
-    uint64_t next; /* the first launch it could be away from: its allocation's, or after a use */
-};
-
-struct stretches {
-    struct stretch *s;
-    size_t n, cap;
-};
-
-static bool add(struct stretches *g, uint64_t lo, uint64_t hi, uint64_t bytes) {
-    if (lo > hi) return true;
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 4096;
-        struct stretch *s = realloc(g->s, cap * sizeof *s);
-        if (s == NULL) return false;
-        g->s = s;
-        g->cap = cap;
-    }
-    g->s[g->n++] = (struct stretch){lo, hi, bytes, 0};
-    return true;
-}
-
-/* Whether the engine manages the allocation in a replay (oracle_input.c's test). */
-static bool engine_takes(const struct tev *e, uint64_t min_bytes) {
-    return !e->managed && e->bytes >= min_bytes;
-}
-
-static uint64_t mapped(uint64_t bytes) {
-    uint64_t m = (bytes + GRANULE - 1) / GRANULE * GRANULE;
-    return m ? m : GRANULE;
-}
-
 static int by_lo(const void *a, const void *b) {
     const struct stretch *x = a, *y = b;
     if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
@@ -98,70 +58,6 @@ static int by_over_desc(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     if (sort_over[x] != sort_over[y]) return sort_over[x] > sort_over[y] ? -1 : 1;
     return x < y ? -1 : x > y ? 1 : 0;
-}
-
-/* The launches' excess over the budget (all live allocations, the managed ones as mapped) and
- * the stretches each managed buffer could spend away, closed at its uses and its free. */
-static bool collect(const struct trace *t, uint64_t budget, uint64_t min_bytes, int64_t *over,
-                    struct stretches *g) {
-    struct u64map live = {0}, index = {0};
-    struct buf *bufs = NULL;
-    size_t nbufs = 0, cap = 0;
-    bool ok = false;
-    uint64_t now = 0, q = 0, v;
-    for (size_t i = 0; i < t->n; i++) {
-        const struct tev *e = &t->ev[i];
-        if (e->kind == TEV_ALLOC) {
-            bool takes = engine_takes(e, min_bytes);
-            uint64_t bytes = takes ? mapped(e->bytes) : e->bytes;
-            if (u64map_put(&live, e->id, bytes)) now += bytes;
-            if (!takes) continue;
-            if (nbufs == cap) {
-                size_t c = cap ? cap * 2 : 1024;
-                struct buf *b = realloc(bufs, c * sizeof *b);
-                if (b == NULL) goto out;
-                bufs = b;
-                cap = c;
-            }
-            bufs[nbufs++] = (struct buf){bytes, q};
-            u64map_put(&index, e->id, nbufs);
-        } else if (e->kind == TEV_FREE) {
-            if (u64map_get(&live, e->id, &v)) {
-                now -= v;
-                u64map_del(&live, e->id);
-            }
-            if (u64map_get(&index, e->id, &v)) {
-                const struct buf *b = &bufs[v - 1];
-                if (q > 0 && !add(g, b->next, q - 1, b->bytes)) goto out;
-                u64map_del(&index, e->id);
-            }
-        } else if (e->kind == TEV_LAUNCH) {
-            over[q] = (int64_t)now - (int64_t)budget;
-            for (uint32_t u = 0; u < e->nuse; u++) {
-                if (!u64map_get(&index, t->uses[e->use_at + u], &v)) continue;
-                struct buf *b = &bufs[v - 1];
-                if (b->next < q && !add(g, b->next, q - 1, b->bytes)) goto out;
-                b->next = q + 1;
-            }
-            q++;
-        }
-    }
-    /* Never freed: it could stay away to the end. */
-    for (size_t i = 0; i < index.cap; i++)
-        if (index.s[i].key != 0) {
-            const struct buf *b = &bufs[index.s[i].value - 1];
-            if (!add(g, b->next, t->launches - 1, b->bytes)) goto out;
-        }
-    if (index.has_zero) {
-        const struct buf *b = &bufs[index.zero_value - 1];
-        if (!add(g, b->next, t->launches - 1, b->bytes)) goto out;
-    }
-    ok = true;
-out:
-    free(bufs);
-    u64map_free(&live);
-    u64map_free(&index);
-    return ok;
 }
 
 /* The greedy set's bound (the stretches sorted by lo; marks `chosen`). */
@@ -314,29 +210,15 @@ int move_bound(const struct trace *t, uint64_t budget, uint64_t min_bytes, struc
     uint64_t *cand = calloc(nl + 1, sizeof *cand);
     struct stretches g = {0};
     int rc = -1;
-    if (over == NULL || cand == NULL || !collect(t, budget, min_bytes, over, &g)) goto done;
+    if (over == NULL || cand == NULL || !stretches_collect(t, budget, min_bytes, over, &g))
+        goto done;
     if (g.n > 0) qsort(g.s, g.n, sizeof *g.s, by_lo);
     /* Launches where the managed buffers that could be away hold less than the excess: no
      * schedule keeps them within the budget. What they lack is reported, and the bounds are
      * taken over what can be covered (else the relaxation has no solution and its dual no
      * bound). */
-    int64_t *room = calloc(nl + 1, sizeof *room);
-    if (room == NULL) goto done;
-    for (size_t j = 0; j < g.n; j++) {
-        room[g.s[j].lo] += (int64_t)g.s[j].bytes;
-        room[g.s[j].hi + 1] -= (int64_t)g.s[j].bytes;
-    }
-    int64_t can = 0;
+    if (!stretches_cap(over, &g, nl, &out->uncovered)) goto done;
     size_t ncand = 0;
-    for (uint64_t p = 0; p < nl; p++) {
-        can += room[p];
-        if (over[p] > can) {
-            if ((uint64_t)(over[p] - can) > out->uncovered)
-                out->uncovered = (uint64_t)(over[p] - can);
-            over[p] = can;
-        }
-    }
-    free(room);
     for (uint64_t w = 0; w < nl; w += WINDOW) {
         uint64_t best = w;
         for (uint64_t p = w; p < nl && p < w + WINDOW; p++)
@@ -359,6 +241,6 @@ int move_bound(const struct trace *t, uint64_t budget, uint64_t min_bytes, struc
 done:
     free(over);
     free(cand);
-    free(g.s);
+    stretches_free(&g);
     return rc;
 }

@@ -1,7 +1,9 @@
 /* Fuzz target: the trace reader (tools/trace_read.c), as `hostoff replay` and `hostoff report`
  * use it: the input is a whole trace file; and what `hostoff replay --json` computes from a trace
- * it read, the bounds on the bytes a budget requires evicting (tools/move_bound.c). */
+ * it read, the bounds on the bytes a budget requires evicting (tools/move_bound.c) and on a step's
+ * time (tools/link_bound.c). */
 #include "fuzz_input.h"
+#include "link_bound.h"
 #include "move_bound.h"
 #include "trace_read.h"
 
@@ -22,6 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             struct move_bound mb;
             if (move_bound(&t, t.peak_bytes / (uint64_t)share, 1u << 20, &mb) != 0) continue;
             if (mb.bytes > mb.cover + mb.cover / 1000000 + 1) abort();
+            /* A step takes at least its link part; there is an interval only between two steps. */
+            struct link_bound lb;
+            if (link_bound(&t, t.peak_bytes / (uint64_t)share, 1u << 20, 55, 55, &lb) != 0)
+                continue;
+            if (lb.link_ns > lb.step_ns || (lb.intervals > 0 && t.launches == 0)) abort();
         }
         trace_free(&t);
     } else if (err[0] == '\0') {

@@ -551,6 +551,89 @@ class EvictBound(unittest.TestCase):
         self.assertEqual(self.bounds(ev), (0, 0, m))
 
 
+class OrderBound(unittest.TestCase):
+    """The replay's bound on a step's time that counts the order in which the bytes must cross
+    the link (tools/link_bound.h), on traces small enough to know it by hand: three marked steps
+    of 64 MiB buffers, one launch per step 64 MiB over the budget, on PCIe Gen5 (55 GB/s each
+    way, so 64 MiB takes 1,220,161 ns)."""
+
+    MIB64 = 64 << 20
+    ONE_WAY = (64 << 20) / 55  # ns
+
+    def step(self, k, idle):
+        """Activations: A and B written in the forward, C at the peak, B then A read back in the
+        backward. With `idle`, X (read only at the step's end) and Y (only at its start) are live
+        throughout."""
+        m, a, b, c = self.MIB64, 10 * k + 1, 10 * k + 2, 10 * k + 3
+        launch = lambda name, use: {"e": "launch", "t": 0, "s": 0, "k": name, "ns": 1000,
+                                    "use": use}
+        ev = [{"e": "step", "t": 0}]
+        if idle:
+            ev.append(launch("y", [2]))
+        ev += [{"e": "alloc", "t": 0, "id": a, "bytes": m}, launch("f1", [a]),
+               {"e": "alloc", "t": 0, "id": b, "bytes": m}, launch("f2", [b]),
+               {"e": "alloc", "t": 0, "id": c, "bytes": m}, launch("peak", [c]),
+               {"e": "free", "t": 0, "id": c}, launch("b2", [b]), {"e": "free", "t": 0, "id": b},
+               launch("b1", [a]), {"e": "free", "t": 0, "id": a}]
+        if idle:
+            ev.append(launch("x", [1]))
+        return ev
+
+    def bound(self, idle, budget, *extra, events=None):
+        if events is None:
+            events = [{"e": "alloc", "t": 0, "id": i, "bytes": self.MIB64} for i in (1, 2)
+                      ] if idle else []
+            for k in range(1, 4):
+                events += self.step(k, idle)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.jsonl")
+            write_trace(path, events)
+            _, out = replay_json(path, "--budget", budget, "--min-bytes", "1M", "--policy",
+                                 "lru", *extra)
+        return out["order_bound_step_ns"], out["order_bound_link_ns"], out
+
+    def test_activations_take_turns(self):
+        # A or B is away at each peak: back before the backward reads it, out again only after
+        # the next forward writes it. No restore can share the link with an eviction: 2 x 64
+        # MiB one way after the other, twice the issue's E / h2d.
+        step, link, out = self.bound(False, "128M")
+        self.assertEqual(step, int(2 * self.ONE_WAY))
+        self.assertEqual(link, step)
+        # The issue's limit would allow both at once on a duplex link.
+        self.assertLess(2 * self.MIB64 / out["duplex_gbps"], step)
+
+    def test_idle_buffers_let_the_directions_overlap(self):
+        # X may come back late (it is read at the step's end) while Y may leave early (read at
+        # its start): between the backward and the next forward, one restore and one eviction
+        # can share the link, and the bound is one way's time.
+        step, _, _ = self.bound(True, "256M")
+        self.assertEqual(step, int(self.ONE_WAY))
+
+    def test_the_kernels_time_when_it_is_longer(self):
+        # Kernels of 10 ms: the interval from one peak to the next is the device's time, not the
+        # link's (the link part stays as it was).
+        events = []
+        for k in range(1, 4):
+            events += self.step(k, False)
+        for e in events:
+            if e["e"] == "launch":
+                e["ns"] = 10_000_000
+        step, link, _ = self.bound(False, "128M", events=events)
+        self.assertEqual(step, 5 * 10_000_000)  # five launches from a peak to the next
+        self.assertEqual(link, int(2 * self.ONE_WAY))
+
+    def test_not_computed(self):
+        # Launches on two streams may run out of the trace's order; one step has no interval; no
+        # budget bounds nothing.
+        events = []
+        for k in range(1, 4):
+            events += self.step(k, False)
+        two = [dict(e, s=1) if e.get("k") == "b1" else e for e in events]
+        self.assertEqual(self.bound(False, "128M", events=two)[:2], (None, None))
+        self.assertEqual(self.bound(False, "128M", events=self.step(1, False))[:2], (None, None))
+        self.assertEqual(self.bound(False, "none")[:2], (None, None))
+
+
 class CostFile(unittest.TestCase):
     """A cost file reaches the replay (--costs FILE, or SIMCUDA_COSTS, the one SIMCUDA_* variable a
     replay takes from its environment): its rows change the figures, the output names it, and a
