@@ -85,6 +85,7 @@ struct options {
     struct cli_costs costs; /* the cost file in force (costs.path "" when none) */
     const char *report;     /* --report: keep the library's report of the replay here */
     const char *record;     /* --record: HOSTOFF_TRACE of the replay (with the engine's timeline) */
+    const char *device_timeline; /* --device-timeline: SIMCUDA_TIMELINE of the replay */
     bool json;
     bool mark_steps;         /* --mark-steps: the recorded steps are marked for the library too */
     double h2d, d2h, duplex; /* GB/s; duplex: both directions' rates while both run */
@@ -111,7 +112,8 @@ static void usage(FILE *f) {
         f, "usage: hostoff replay TRACE [--budget none|BYTES|PCT%%] "
            "[--policy lookahead|lru|oracle]\n"
            "                      [--link pcie5|c2c|GBPS] [--json]\n"
-           "                      [--report PATH] [--record PATH] [--mark-steps]\n\n"
+           "                      [--report PATH] [--record PATH] [--device-timeline PATH]\n"
+           "                      [--mark-steps]\n\n"
            "  --budget   device bytes for the offloaded buffers: a percentage of the trace's peak\n"
            "             (the most bytes its buffers hold at once; default 50%%), a size (60G,\n"
            "             1.5GiB: powers of 1024, docs/units.md), or none: no offload\n"
@@ -128,6 +130,8 @@ static void usage(FILE *f) {
            "  --json     one JSON object instead of the summary\n"
            "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
            "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too)\n"
+           "  --device-timeline  what the simulated device and link ran, and when\n"
+           "             (SIMCUDA_TIMELINE: a JSON line per kernel, copy and memset)\n"
            "  --mark-steps  tell the library of each step a recording without markers names\n"
            "             (its header's step_lines), as if the framework had marked its steps\n"
            "  (--name VALUE and --name=VALUE alike)\n");
@@ -155,7 +159,7 @@ static int parse(int argc, char **argv, struct options *o) {
         bool takes = strcmp(a, "--budget") == 0 || strcmp(a, "--policy") == 0 ||
                      strcmp(a, "--link") == 0 || strcmp(a, "--report") == 0 ||
                      strcmp(a, "--record") == 0 || strcmp(a, "--min-bytes") == 0 ||
-                     strcmp(a, "--costs") == 0;
+                     strcmp(a, "--device-timeline") == 0 || strcmp(a, "--costs") == 0;
         if (takes && i + 1 >= argc) {
             cli_error("replay: %s needs a value", a);
             return 2;
@@ -173,6 +177,8 @@ static int parse(int argc, char **argv, struct options *o) {
             o->report = argv[++i];
         else if (strcmp(a, "--record") == 0)
             o->record = argv[++i];
+        else if (strcmp(a, "--device-timeline") == 0)
+            o->device_timeline = argv[++i];
         else if (strcmp(a, "--min-bytes") == 0) {
             const char *v = argv[++i];
             o->min_bytes_given = strcmp(v, "auto") != 0;
@@ -727,7 +733,7 @@ int cmd_replay(int argc, char **argv) {
     mem = (mem + gib - 1) / gib;
     if (mem == 0) mem = 1;
     const char *old_path = getenv("LD_LIBRARY_PATH");
-    char *extra[24];
+    char *extra[32]; /* every setv below, with room to spare */
     size_t n = 0;
     char sanitizer[PATH_MAX];
     cli_sanitizer_preload(sanitizer);
@@ -749,6 +755,13 @@ int cmd_replay(int argc, char **argv) {
             setv(extra, &n, "HOSTOFF_TRACE=%s/%s", rec, o.record);
         else
             setv(extra, &n, "HOSTOFF_TRACE=%s", o.record);
+    }
+    if (o.device_timeline != NULL) {
+        char cwd[PATH_MAX];
+        if (o.device_timeline[0] != '/' && getcwd(cwd, sizeof cwd) != NULL)
+            setv(extra, &n, "SIMCUDA_TIMELINE=%s/%s", cwd, o.device_timeline);
+        else
+            setv(extra, &n, "SIMCUDA_TIMELINE=%s", o.device_timeline);
     }
     if (o.budget_none) {
         setv(extra, &n, "HOSTOFF_MODE=off");

@@ -63,6 +63,7 @@ static const struct opt options[] = {
     {"SIMCUDA_DATA", OPT_DATA, "full", "full or sparse", OFF(data)},
     {"SIMCUDA_REPORT", OPT_PATH, NULL, "a file path", OFF(report)},
     {"SIMCUDA_FAIL", OPT_PATH, NULL, "function:nth[,function:nth...]", OFF(fail)},
+    {"SIMCUDA_TIMELINE", OPT_PATH, NULL, "a file path", OFF(timeline)},
 };
 #undef OFF
 

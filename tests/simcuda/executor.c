@@ -599,6 +599,7 @@ static void op_complete(struct sim_device *dev, struct sim_op *op) {
             s->ctx->blocking_end_ns = op->end_ns;
     }
     if (op->end_ns > dev->max_end_ns) dev->max_end_ns = op->end_ns;
+    if (sim.cfg.timeline != NULL) sim_timeline_op(op);
     op->done = true;
     dev->done_seq = op->seq;
     /* The first operation to complete after the fault is the one that faulted (or, for a fault

@@ -47,6 +47,7 @@ struct sim_config {
     enum sim_data_mode data; /* SIMCUDA_DATA */
     const char *report;      /* SIMCUDA_REPORT, or NULL */
     const char *fail;        /* SIMCUDA_FAIL, or NULL */
+    const char *timeline;    /* SIMCUDA_TIMELINE, or NULL (timeline.c) */
 };
 
 /* Parses every SIMCUDA_* variable; on a malformed one prints one line naming it and returns false.
@@ -538,6 +539,9 @@ struct sim_event *sim_event_from_handle(CUevent h);
 
 /* Operations (stream.c). */
 struct sim_op *sim_op_new(enum sim_op_kind kind, struct sim_stream *s);
+/* SIMCUDA_TIMELINE: writes a completed kernel, copy, memset or prefetch (timeline.c; sim.lock
+ * held). */
+void sim_timeline_op(const struct sim_op *op);
 void sim_op_add_dep(struct sim_op *op, struct sim_op *dep);
 void sim_op_add_ref(struct sim_op *op, uint64_t addr, uint64_t bytes);
 /* Enqueues on the device's FIFO (lock held). The queue takes a reference of its own. */

@@ -634,6 +634,46 @@ class OrderBound(unittest.TestCase):
         self.assertEqual(self.bound(False, "none")[:2], (None, None))
 
 
+class DeviceTimeline(unittest.TestCase):
+    """`hostoff replay --device-timeline FILE` (SIMCUDA_TIMELINE): a JSON line per operation
+    the simulated device ran, with its virtual start and end, so that what the device and the
+    link did can be read beside the library's trace."""
+
+    EVENTS = [{"e": "alloc", "t": 0, "id": 1, "bytes": 64 << 20},
+              {"e": "copy", "t": 0, "s": 0, "dir": "h2d", "bytes": 55_000_000, "use": [1]},
+              {"e": "launch", "t": 0, "s": 0, "k": "a", "ns": 1_000_000, "use": [1]},
+              {"e": "free", "t": 0, "id": 1}]
+
+    def test_the_copy_and_the_kernel_in_order(self):
+        with tempfile.TemporaryDirectory() as d:
+            trace, tl = os.path.join(d, "t.jsonl"), os.path.join(d, "device.jsonl")
+            write_trace(trace, self.EVENTS)
+            replay_json(trace, "--budget", "none", "--device-timeline", tl)
+            with open(tl) as f:
+                ops = [json.loads(line) for line in f]
+        self.assertEqual([o["op"] for o in ops], ["copy", "kernel"])
+        copy, kernel = ops
+        # 55 MB at PCIe Gen5's 55 GB/s: 1 ms; the kernel on the same stream waits for it.
+        self.assertEqual((copy["dir"], copy["bytes"]), ("h2d", 55_000_000))
+        self.assertEqual(copy["end"] - copy["start"], 1_000_000)
+        self.assertEqual(kernel["start"], copy["end"])
+        self.assertEqual(kernel["end"] - kernel["start"], 1_000_000)
+        self.assertEqual(copy["s"], kernel["s"])
+        self.assertNotIn("bytes", kernel)
+        self.assertLessEqual(copy["enq"], copy["start"])
+
+    def test_a_file_it_cannot_write_is_one_line_and_the_replay_goes_on(self):
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "t.jsonl")
+            write_trace(trace, self.EVENTS)
+            bad = os.path.join(d, "missing", "device.jsonl")
+            r = hostoff("replay", trace, "--budget", "none", "--json", "--device-timeline", bad)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["replay_ns"] > 0, True)
+        self.assertIn(f"SIMCUDA_TIMELINE={bad}: cannot open it for writing", r.stderr)
+        self.assertEqual(r.stderr.count("SIMCUDA_TIMELINE"), 1)
+
+
 class CostFile(unittest.TestCase):
     """A cost file reaches the replay (--costs FILE, or SIMCUDA_COSTS, the one SIMCUDA_* variable a
     replay takes from its environment): its rows change the figures, the output names it, and a
