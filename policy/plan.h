@@ -8,9 +8,11 @@
  * With `wrap` the run is one step of a loop, and a gap may end in the next step (to >= npos).
  *
  * Greedy, longest gaps first (the easiest to hide): a gap is taken when it covers a position
- * still over, and it then lowers "over" wherever the buffer is away. Only what the budget needs
- * moves: the link is the real cost. Lengths and leads are in device time when the positions'
- * durations and the link's rate are known, else in launches:
+ * still over, and it then lowers "over" wherever the buffer is away; then the taken gaps the
+ * budget no longer needs (every position they cover would stay within it without them) are
+ * dropped, shortest first. Only what the budget needs moves: the link is the real cost. Lengths
+ * and leads are in device time when the positions' durations and the link's rate are known, else
+ * in launches:
  * - with times, a restore needs bytes / rate, plus an eighth; it is issued the fewest launches
  *   ahead of the use that cover that time. Restores share one link: taken gaps are then placed
  * latest deadline first, each finishing no later than the next one starts, and their leads grow to

@@ -117,12 +117,40 @@ static void small_buffers_are_not_worth_their_moves(void **state) {
     }
 }
 
+/* The greedy cover, longest gaps first, can overshoot: a 32 MiB buffer away from position 5 to 25
+ * is taken first, then a 64 MiB one away from 8 to 22, the only one that covers the 64 MiB excess
+ * of positions 10 to 20 with the first. Once both are taken the first is no longer needed: every
+ * position it is away stays within the budget without it, and it is dropped. Only the 64 MiB
+ * move is left, and the excess is still covered. */
+static void a_gap_the_budget_no_longer_needs_is_dropped(void **state) {
+    (void)state;
+    struct ho_gap g[2] = {
+        {.key = 1, .bytes = 32 * MIB, .from = 4, .to = 26, .lead = 1},
+        {.key = 2, .bytes = 64 * MIB, .from = 7, .to = 23, .lead = 1},
+    };
+    int64_t over[NPOS];
+    for (int q = 0; q < NPOS; q++)
+        over[q] = q >= 10 && q <= 20 ? (int64_t)(64 * MIB) : -1;
+    struct ho_plan_run r = {NPOS, false, NULL, 0, over, 0};
+    assert_int_equal(ho_plan_gaps(&r, g, 2), 1);
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(g[i].taken, g[i].key == 2);
+    for (int q = 0; q < NPOS; q++)
+        assert_true(over[q] <= 0);
+    /* What the dropped gap lowered is given back: positions 5 to 7 and 23 to 25, where only it
+     * was away, are as before. */
+    assert_int_equal(over[5], -1);
+    assert_int_equal(over[24], -1);
+    assert_int_equal(over[15], 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(in_launches_longest_first),
         cmocka_unit_test(in_device_time_leads_cover_the_transfer),
         cmocka_unit_test(a_slow_link_stretches_the_step),
         cmocka_unit_test(small_buffers_are_not_worth_their_moves),
+        cmocka_unit_test(a_gap_the_budget_no_longer_needs_is_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
