@@ -280,6 +280,15 @@ __attribute__((format(printf, 3, 4))) static void setv(char **slot, size_t *n, c
     slot[(*n)++] = strdup(buf);
 }
 
+/* NAME=PATH, a relative PATH made absolute against this process's working directory. */
+static void setv_path(char **slot, size_t *n, const char *name, const char *path) {
+    char cwd[PATH_MAX];
+    if (path[0] != '/' && getcwd(cwd, sizeof cwd) != NULL)
+        setv(slot, n, "%s=%s/%s", name, cwd, path);
+    else
+        setv(slot, n, "%s=%s", name, path);
+}
+
 /* Runs the replayer (with --mark-steps when asked); its stdout (one JSON line) into *out. */
 static int run_child(const char *replayer, char **env, const char *trace, bool mark_steps,
                      char **out) {
@@ -749,20 +758,8 @@ int cmd_replay(int argc, char **argv) {
     if (o.costs.path[0] != '\0') setv(extra, &n, "SIMCUDA_COSTS=%s", o.costs.path);
     setv(extra, &n, "SIMCUDA_REPORT=%s/simcuda.json", dir);
     setv(extra, &n, "HOSTOFF_REPORT=%s/hostoff.json", dir);
-    if (o.record != NULL) {
-        char rec[PATH_MAX];
-        if (o.record[0] != '/' && getcwd(rec, sizeof rec) != NULL)
-            setv(extra, &n, "HOSTOFF_TRACE=%s/%s", rec, o.record);
-        else
-            setv(extra, &n, "HOSTOFF_TRACE=%s", o.record);
-    }
-    if (o.device_timeline != NULL) {
-        char cwd[PATH_MAX];
-        if (o.device_timeline[0] != '/' && getcwd(cwd, sizeof cwd) != NULL)
-            setv(extra, &n, "SIMCUDA_TIMELINE=%s/%s", cwd, o.device_timeline);
-        else
-            setv(extra, &n, "SIMCUDA_TIMELINE=%s", o.device_timeline);
-    }
+    if (o.record != NULL) setv_path(extra, &n, "HOSTOFF_TRACE", o.record);
+    if (o.device_timeline != NULL) setv_path(extra, &n, "SIMCUDA_TIMELINE", o.device_timeline);
     if (o.budget_none) {
         setv(extra, &n, "HOSTOFF_MODE=off");
     } else {
