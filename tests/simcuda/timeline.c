@@ -6,13 +6,13 @@
  *
  * enq: when the call enqueued it (host clock); start and end: when it ran (virtual ns); s: its
  * stream's id (0 for a graph's nodes); bytes and dir for copies (the bytes copied) and prefetches
- * (the range asked for) only. Records,
- * waits, host functions and stream-ordered frees take no device time and are left out. What the
- * host does (each call's cost) is the library's trace (HOSTOFF_TRACE); this is what the device
- * and the link did meanwhile: which is busy when, and how far the two directions overlap. The
- * file is written through stdio and complete when the process exits normally (work still queued
- * at exit runs first when SIMCUDA_REPORT is set, report.c). A file that cannot be opened is one
- * line on stderr naming it, and no timeline. */
+ * (the range asked for) only. Records, waits, host functions and stream-ordered frees take no
+ * device time and are left out. What the host does (each call's cost) is the library's trace
+ * (HOSTOFF_TRACE); this is what the device and the link did meanwhile: which is busy when, and how
+ * far the two directions overlap. The file is written through stdio as operations complete: it
+ * holds everything the device ran when the process exits normally after its work is done (work
+ * still queued at exit runs first when SIMCUDA_REPORT is set, report.c). A file that cannot be
+ * opened is one line on stderr naming it, and no timeline. */
 #include "sim.h"
 
 #include <errno.h>
