@@ -6,7 +6,9 @@
 #include "paramcache.h"
 
 /* The body every launch hook shares: CALL is the real launch. The trace (HOSTOFF_TRACE) times
- * the launch between its issue and end; the tracking scan hands it the buffers in between. */
+ * the kernel by events recorded right before and right after CALL (trace.h,
+ * ho_trace_launch_issued: not after the engine's work that follows), and writes the launch at the
+ * end; the tracking scan hands it the buffers in between. */
 #define LAUNCH(exp, f, params, extra, s, pt, CALL)                                                 \
     do {                                                                                           \
         HO_ENTER(exp);                                                                             \
@@ -17,12 +19,14 @@
             ho_track_launch_begin(f, params, extra, s, pt, &et_);                                  \
             ho_trace_launch_issue(&tl_, s, pt);                                                    \
             CUresult rc_ = ho_real.exp != NULL ? CALL : CUDA_ERROR_NOT_SUPPORTED;                  \
+            ho_trace_launch_issued(&tl_, s, pt, rc_);                                              \
             ho_track_launch_end(&et_, s, pt, rc_);                                                 \
             ho_trace_launch_end(&tl_, f, s, pt, rc_);                                              \
             return rc_;                                                                            \
         }                                                                                          \
         ho_trace_launch_issue(&tl_, s, pt);                                                        \
         CUresult rc_ = ho_real.exp != NULL ? CALL : CUDA_ERROR_NOT_SUPPORTED;                      \
+        ho_trace_launch_issued(&tl_, s, pt, rc_);                                                  \
         if (rc_ == CUDA_SUCCESS && ho_tracking()) ho_track_launch(f, params, extra);               \
         ho_trace_launch_end(&tl_, f, s, pt, rc_);                                                  \
         return rc_;                                                                                \

@@ -336,9 +336,13 @@ void ho_trace_launch_issue_slow(struct ho_trace_launch *l, CUstream s, bool per_
     ho_trace_timing_start(l, s, per_thread);
 }
 
+void ho_trace_launch_issued_slow(struct ho_trace_launch *l, CUstream s, bool per_thread,
+                                 CUresult rc) {
+    ho_trace_timing_end(l, s, per_thread, rc == CUDA_SUCCESS);
+}
+
 void ho_trace_launch_end_slow(struct ho_trace_launch *l, const void *func, CUstream s,
                               bool per_thread, CUresult rc) {
-    ho_trace_timing_end(l, s, per_thread, rc == CUDA_SUCCESS);
     if (rc != CUDA_SUCCESS) return;
     ho_mutex_lock(&tr.lock);
     struct trec *r = ho_trace_append(TR_LAUNCH, l->t0, launch_uses.id, launch_uses.n);

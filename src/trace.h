@@ -114,9 +114,22 @@ static inline void ho_trace_launch_issue(struct ho_trace_launch *l, CUstream s, 
     if (__builtin_expect(l->t0 != 0, 0)) ho_trace_launch_issue_slow(l, s, per_thread);
 }
 
+void ho_trace_launch_issued_slow(struct ho_trace_launch *l, CUstream s, bool per_thread,
+                                 CUresult rc);
+/* Right after the real launch: records the end event, before the engine's work after a launch
+ * (planning, starting moves). That work is host time in the launch call; were the end event
+ * recorded after it, an idle stream would complete the event only then, and the kernel's
+ * duration would include the host's wait (a 2 ms kernel once read as 332 ms), which a replay of
+ * the trace without a budget would then count as the step without offload. */
+static inline void ho_trace_launch_issued(struct ho_trace_launch *l, CUstream s, bool per_thread,
+                                          CUresult rc) {
+    if (__builtin_expect(l->t0 != 0, 0)) ho_trace_launch_issued_slow(l, s, per_thread, rc);
+}
+
 void ho_trace_launch_end_slow(struct ho_trace_launch *l, const void *func, CUstream s,
                               bool per_thread, CUresult rc);
-/* After the real launch: records the end event and the launch (when it succeeded). */
+/* At the end of the launch call: records the launch (when it succeeded), its host time `d`
+ * including the engine's work after it. */
 static inline void ho_trace_launch_end(struct ho_trace_launch *l, const void *func, CUstream s,
                                        bool per_thread, CUresult rc) {
     if (__builtin_expect(l->t0 != 0, 0)) ho_trace_launch_end_slow(l, func, s, per_thread, rc);
