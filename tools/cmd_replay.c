@@ -8,7 +8,9 @@
  * process with the library preloaded, and the child's SIMCUDA_REPORT and HOSTOFF_REPORT give the
  * figures. The same trace and options give the same output, byte for byte.
  *
- *   --budget none   no offload (HOSTOFF_MODE=off): the unconstrained run
+ *   --budget none   no offload (HOSTOFF_MODE=off): the unconstrained run; with --record,
+ *                   HOSTOFF_MODE=track (the library traces nothing while off), which moves
+ *                   nothing either
  *   --budget BYTES  HOSTOFF_BUDGET (K, M, G, T: powers of 1024)
  *   --budget PCT%   that share of the trace's unconstrained peak (the most bytes its buffers hold
  *                   at once), computed from the trace
@@ -129,7 +131,8 @@ static void usage(FILE *f) {
            "  --costs    the simulator's cost file (SIMCUDA_COSTS; default: that variable)\n"
            "  --json     one JSON object instead of the summary\n"
            "  --report   keep the library's report (HOSTOFF_REPORT) of the replay at PATH\n"
-           "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too)\n"
+           "  --record   trace the replay (HOSTOFF_TRACE, the engine's moves and stalls too;\n"
+           "             with --budget none the library tracks without moving anything)\n"
            "  --device-timeline  what the simulated device and link ran, and when\n"
            "             (SIMCUDA_TIMELINE: a JSON line per kernel, copy and memset)\n"
            "  --mark-steps  tell the library of each step a recording without markers names\n"
@@ -761,7 +764,9 @@ int cmd_replay(int argc, char **argv) {
     if (o.record != NULL) setv_path(extra, &n, "HOSTOFF_TRACE", o.record);
     if (o.device_timeline != NULL) setv_path(extra, &n, "SIMCUDA_TIMELINE", o.device_timeline);
     if (o.budget_none) {
-        setv(extra, &n, "HOSTOFF_MODE=off");
+        /* Off, the library writes no trace: a recording asks for tracking, which moves nothing
+         * and costs the simulated host no driver call of its own beyond the trace's. */
+        setv(extra, &n, o.record != NULL ? "HOSTOFF_MODE=track" : "HOSTOFF_MODE=off");
     } else {
         setv(extra, &n, "HOSTOFF_MODE=offload");
         setv(extra, &n, "HOSTOFF_BUDGET=%llu", (unsigned long long)o.engine_budget);
