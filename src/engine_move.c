@@ -118,6 +118,14 @@ static void remap_lost(struct ho_managed *m) {
     m->pinned = true;
 }
 
+/* A move whose copy ran but which did not complete (a use or a free cancelled it, or the driver
+ * refused its remap): the link carried its bytes all the same, and the report says so beside
+ * the moves that completed (bytes.to_host counts only those). */
+static void count_cancelled(bool evict, uint64_t span) {
+    ho_count(evict ? &ho_stats.counts_cancelled_evictions : &ho_stats.counts_cancelled_restores, 1);
+    ho_count(evict ? &ho_stats.bytes_cancelled_to_host : &ho_stats.bytes_cancelled_to_device, span);
+}
+
 static void complete_evict(struct ho_transition *tr) {
     HO_ASSERT_HELD(&eng.lock);
     struct ho_managed *m = tr->m;
@@ -125,6 +133,7 @@ static void complete_evict(struct ho_transition *tr) {
     d->evicting -= m->span;
     if (atomic_load(&m->state) != HO_EVICTING) { /* cancelled: the device copy is current */
         if (tr->host != NULL) ho_host_slot_put(tr->host);
+        count_cancelled(true, m->span);
         ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, true);
         return;
     }
@@ -142,6 +151,8 @@ static void complete_evict(struct ho_transition *tr) {
             atomic_store(&m->state, HO_RESIDENT);
             ho_host_slot_put(tr->host);
             ho_host_layout_refused();
+            count_cancelled(true, m->span);
+            ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, true);
             return;
         }
         if (r != HO_REMAP_DONE) {
@@ -157,6 +168,8 @@ static void complete_evict(struct ho_transition *tr) {
                    "a %llu-byte buffer could not be remapped to host memory: it "
                    "stays on the device",
                    (unsigned long long)m->size);
+            count_cancelled(true, m->span);
+            ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, true);
             return;
         }
         pool_evicted_chunk(d, m);
@@ -211,6 +224,7 @@ static void complete_restore(struct ho_transition *tr) {
         }
         ho_device_bytes(-(int64_t)m->span);
         atomic_store(&m->state, HO_HOST);
+        count_cancelled(false, m->span);
         ho_trace_move(HO_MOVE_RESTORE, m->id, m->span, tr->start_ns, true);
         return;
     }

@@ -20,6 +20,8 @@
     X(counts, restores)                                                                            \
     X(counts, demand_restores)                                                                     \
     X(counts, prefetches)                                                                          \
+    X(counts, cancelled_evictions)                                                                 \
+    X(counts, cancelled_restores)                                                                  \
     X(counts, unknown_layout_launches)                                                             \
     X(counts, unattributed_uses)                                                                   \
     X(counts, escaped_handles)                                                                     \
@@ -27,6 +29,8 @@
     X(counts, host_unpins)                                                                         \
     X(bytes, to_host)                                                                              \
     X(bytes, to_device)                                                                            \
+    X(bytes, cancelled_to_host)                                                                    \
+    X(bytes, cancelled_to_device)                                                                  \
     X(bytes, peak_device)                                                                          \
     X(bytes, peak_host)                                                                            \
     X(bytes, peak_host_held)                                                                       \

@@ -101,6 +101,9 @@ struct options {
 struct results {
     uint64_t virtual_ns, peak_device, to_host, to_device, stall, evictions, restores;
     uint64_t demand_restores, prefetches, illegal, hazards, remote, launches;
+    /* Moves whose copy ran but which did not complete (cancelled by a use or a free, or a
+     * remap the driver refused): bytes the link carried beyond to_host and to_device. */
+    uint64_t cancelled_evictions, cancelled_restores, cancelled_to_host, cancelled_to_device;
     uint64_t replay_ns;
     uint64_t calls[6]; /* driver_calls[]: the simulator's counts, device and host added */
     uint64_t *marks;
@@ -363,6 +366,10 @@ static bool collect(const char *dir, const char *child_out, struct results *r) {
         r->restores = member(ho, "counts", "restores");
         r->demand_restores = member(ho, "counts", "demand_restores");
         r->prefetches = member(ho, "counts", "prefetches");
+        r->cancelled_evictions = member(ho, "counts", "cancelled_evictions");
+        r->cancelled_restores = member(ho, "counts", "cancelled_restores");
+        r->cancelled_to_host = member(ho, "bytes", "cancelled_to_host");
+        r->cancelled_to_device = member(ho, "bytes", "cancelled_to_device");
         r->launches = member(rep, NULL, "launches");
         r->replay_ns = member(rep, NULL, "end_ns");
         const struct json *m = json_get(rep, "step_marks_ns");
@@ -431,6 +438,10 @@ static void print_json(const struct options *o, const struct trace *t, const str
            (unsigned long long)r->stall, (unsigned long long)r->evictions,
            (unsigned long long)r->restores, (unsigned long long)r->demand_restores,
            (unsigned long long)r->prefetches);
+    printf("\"cancelled_bytes_to_host\":%llu,\"cancelled_bytes_to_device\":%llu,"
+           "\"cancelled_evictions\":%llu,\"cancelled_restores\":%llu,",
+           (unsigned long long)r->cancelled_to_host, (unsigned long long)r->cancelled_to_device,
+           (unsigned long long)r->cancelled_evictions, (unsigned long long)r->cancelled_restores);
     printf("\"replay_ns\":%llu,\"steady_step_ns\":%llu,\"step_ns\":[",
            (unsigned long long)r->replay_ns, (unsigned long long)steady_step_ns(r));
     for (size_t k = 0; k < r->nmarks; k++)
@@ -614,6 +625,15 @@ static void print_summary(const struct options *o, const struct trace *t, const 
            "%llu prefetches)\n",
            b, c, (unsigned long long)r->evictions, (unsigned long long)r->restores,
            (unsigned long long)r->demand_restores, (unsigned long long)r->prefetches);
+    if (r->cancelled_evictions + r->cancelled_restores > 0) {
+        cli_format_bytes(r->cancelled_to_host, b, sizeof b);
+        cli_format_bytes(r->cancelled_to_device, c, sizeof c);
+        printf("cancelled %s to host, %s to device crossed the link for moves that did not "
+               "complete (%llu evictions, %llu restores: a use or a free came first, or a remap "
+               "failed)\n",
+               b, c, (unsigned long long)r->cancelled_evictions,
+               (unsigned long long)r->cancelled_restores);
+    }
     /* What any schedule must evict under this budget, for planning one (tools/move_bound.h). */
     struct move_bound mb;
     if (!o->budget_none && move_bound(t, o->budget, o->min_bytes, &mb) == 0) {
