@@ -529,8 +529,11 @@ def main(argv):
                 fmt_st = lambda v, all_ms: (f"{v:.1f}" if v is not None else
                                             "failed" if all_ms is None else "-")
                 ratio = lambda a, c: f"{a / c:.2f}x" if a is not None and c else ""
-                moved = (f"{r['lookahead']['bytes_to_host'] / steps / e:.2f}x"
-                         if la is not None else "")
+                # What the link carried out: the evictions that completed and those a use or a
+                # free cancelled after their copy ran (a run saved before the key: none counted).
+                out = (r["lookahead"]["bytes_to_host"]
+                       + r["lookahead"].get("cancelled_bytes_to_host", 0)) if la is not None else 0
+                moved = f"{out / steps / e:.2f}x" if la is not None else ""
                 # The minimum the budget requires (tools/move_bound.h), from any replay of the
                 # row: it depends on the trace and the budget alone.
                 lo, hi = ok[0].get("evict_bound_bytes"), ok[0].get("evict_cover_bytes")
@@ -538,8 +541,7 @@ def main(argv):
                 need = (f"{lo / steps / e:.2f}-{hi / steps / e:.2f}x"
                         + (f" +{unfit / 1e9:.1f} GB" if unfit else "")
                         if lo is not None and hi is not None else "-")
-                moved_min = (f"{r['lookahead']['bytes_to_host'] / lo:.2f}x"
-                             if la is not None and lo else "-")
+                moved_min = f"{out / lo:.2f}x" if la is not None and lo else "-"
 
                 def bound_of(o, a, l):
                     if o is None or a is None or l is None:
@@ -600,10 +602,8 @@ def main(argv):
                             "bound steady": None if not bound_st else bound_st == "ok",
                             "budget ok": over <= 0, "repeats": same == "yes" if same else None,
                             "safe": unsafe == (0, 0), "marks": marks_ok,
-                            "moved": (None if la is None else
-                                      r["lookahead"]["bytes_to_host"] / steps / e <= 1.3),
-                            "moved min": (None if la is None or not lo else
-                                          r["lookahead"]["bytes_to_host"] / lo <= 1.3)})
+                            "moved": None if la is None else out / steps / e <= 1.3,
+                            "moved min": None if la is None or not lo else out / lo <= 1.3})
                 t_st = f"{t0_steady / 1e6:.1f}{star}" if t0_steady is not None else "-"
                 rows.append((name, link, b, f"{t0 / 1e6:.1f}{star}", t_st, f"{lim:.1f}",
                              f"{lim_st:.1f}" if lim_st is not None else "-",

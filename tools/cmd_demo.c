@@ -258,6 +258,12 @@ int cmd_demo(int argc, char **argv) {
            "prefetches)\n",
            a, b, (unsigned long long)p->evictions, (unsigned long long)p->demand,
            (unsigned long long)p->prefetches);
+    if (p->cancelled_moves > 0) {
+        /* Copies the link carried for moves that did not complete (verdict.c counts them too). */
+        prof_bytes(p->cancelled_to_host + p->cancelled_to_device, a, sizeof a);
+        printf("  cancelled   %s more crossed the link for %llu moves a use or a free cancelled\n",
+               a, (unsigned long long)p->cancelled_moves);
+    }
     /* The verdict: the same function as the page's. */
     struct verdict v;
     verdict_make(p, &v);

@@ -68,6 +68,7 @@ struct profile {
     bool has_report;
     char mode[16], backend[16];
     uint64_t r_allocs, r_launches, r_evictions, r_restores, r_demand, r_prefetches;
+    uint64_t r_cancelled_moves, r_cancelled_to_host, r_cancelled_to_device;
     uint64_t r_to_host, r_to_device, r_peak_device, r_peak_host, r_allocated, r_stall_ns;
     struct prof_site *sites; /* the report's "sites": what each allocation site's frames are */
     size_t nsites;
@@ -97,6 +98,9 @@ struct profile {
 
     /* The verdict's figures (report values when there is a report, else the trace's). */
     uint64_t moved_to_host, moved_to_device, stall_ns, demand, late, prefetches, evictions;
+    /* Moves whose copy ran but which did not complete (a use or the free came first): the link
+     * carried their bytes beside moved_to_*. */
+    uint64_t cancelled_moves, cancelled_to_host, cancelled_to_device;
     uint64_t stall_why[3]; /* ns by enum tstall_why (trace only) */
 
     /* The step without offload, when measured (verdict.h): by replaying this trace with no

@@ -403,7 +403,14 @@ bool prof_derive(struct profile *p, const struct prof_link *link) {
         if (t->peak_bytes > p->live_peak) p->live_peak = t->peak_bytes;
         for (size_t i = 0; i < t->nmoves; i++) {
             const struct tmove *m = &t->moves[i];
-            if (m->cancelled) continue;
+            if (m->cancelled) {
+                p->cancelled_moves++;
+                if (m->kind == TMOVE_EVICT)
+                    p->cancelled_to_host = sat_add(p->cancelled_to_host, m->bytes);
+                else
+                    p->cancelled_to_device = sat_add(p->cancelled_to_device, m->bytes);
+                continue;
+            }
             if (m->kind == TMOVE_EVICT) {
                 p->moved_to_host = sat_add(p->moved_to_host, m->bytes);
                 p->evictions++;
@@ -423,6 +430,9 @@ bool prof_derive(struct profile *p, const struct prof_link *link) {
         p->demand = p->r_demand;
         p->prefetches = p->r_prefetches;
         p->evictions = p->r_evictions;
+        p->cancelled_moves = p->r_cancelled_moves;
+        p->cancelled_to_host = p->r_cancelled_to_host;
+        p->cancelled_to_device = p->r_cancelled_to_device;
         if (!p->has_trace) p->device_peak = p->r_peak_device;
     }
     if (p->mode[0] == '\0' && p->has_trace) snprintf(p->mode, sizeof p->mode, "%s", t->mode);

@@ -97,6 +97,10 @@ static int load_report(const char *path, const char *text, size_t len, struct pr
     p->r_restores = member(o, "counts", "restores");
     p->r_demand = member(o, "counts", "demand_restores");
     p->r_prefetches = member(o, "counts", "prefetches");
+    p->r_cancelled_moves =
+        member(o, "counts", "cancelled_evictions") + member(o, "counts", "cancelled_restores");
+    p->r_cancelled_to_host = member(o, "bytes", "cancelled_to_host");
+    p->r_cancelled_to_device = member(o, "bytes", "cancelled_to_device");
     p->r_to_host = member(o, "bytes", "to_host");
     p->r_to_device = member(o, "bytes", "to_device");
     p->r_peak_device = member(o, "bytes", "peak_device");

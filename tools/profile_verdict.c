@@ -45,12 +45,15 @@ static double pct(uint64_t part, uint64_t whole) {
     return whole > 0 ? 100.0 * (double)part / (double)whole : 0;
 }
 
-/* How busy the link was: bytes moved against what the link could have moved in the run. */
+/* How busy the link was: bytes copied (cancelled moves included) against what the link could
+ * have moved in the run. */
 static double link_busy(const struct profile *p) {
     if (!p->has_trace || p->t_end == 0) return 0;
     double cap_out = p->d2h_gbps * (double)p->t_end, cap_in = p->h2d_gbps * (double)p->t_end;
-    double a = cap_out > 0 ? (double)p->moved_to_host / cap_out : 0;
-    double b = cap_in > 0 ? (double)p->moved_to_device / cap_in : 0;
+    double out = (double)p->moved_to_host + (double)p->cancelled_to_host;
+    double in = (double)p->moved_to_device + (double)p->cancelled_to_device;
+    double a = cap_out > 0 ? out / cap_out : 0;
+    double b = cap_in > 0 ? in / cap_in : 0;
     return 100.0 * (a > b ? a : b);
 }
 
@@ -111,6 +114,11 @@ void prof_verdict(const struct profile *p, char *buf, size_t cap) {
            "demand, %llu prefetches)",
            a, b, (unsigned long long)p->evictions, (unsigned long long)p->demand,
            (unsigned long long)p->prefetches);
+    if (p->cancelled_moves > 0) {
+        prof_bytes(p->cancelled_to_host + p->cancelled_to_device, a, sizeof a);
+        sb_add(&s, ", and copied %s more for %llu moves a use or a free cancelled", a,
+               (unsigned long long)p->cancelled_moves);
+    }
     if (p->has_trace) sb_add(&s, ", using the link %.0f%% of the time", link_busy(p));
     sb_add(&s, ". ");
     prof_time(p->stall_ns, a, sizeof a);
