@@ -590,6 +590,47 @@ class Budget(unittest.TestCase):
             self.assertEqual(out["hazards"], 0)
 
 
+class PassThroughOverBudget(unittest.TestCase):
+    """`hostoff replay --budget` bounds the whole device: the engine gets it less the most the
+    allocations below HOSTOFF_MIN_BYTES hold at once in the trace's order. A 32 MiB buffer freed
+    on stream 1 behind a 100 ms kernel and a 32 MiB one allocated on stream 2 right after are
+    one at a time in that order, but the simulator, as the driver's pool, reuses memory freed on
+    another stream only once the device reaches the free: both are held, and the device goes
+    32 MiB over a 160 MiB budget that the library itself kept. The summary says so, with the
+    library's own count; the same trace with everything managed (--min-bytes 1M) stays within."""
+
+    M = 1 << 20
+
+    def events(self):
+        m = self.M
+        return [{"e": "alloc", "t": 0, "id": 1, "bytes": 128 * m},
+                {"e": "alloc", "t": 1000, "id": 2, "bytes": 32 * m, "s": 1},
+                {"e": "launch", "t": 2000, "s": 1, "k": "long", "ns": 100_000_000, "use": [2, 1]},
+                {"e": "free", "t": 3000, "id": 2, "s": 1},
+                {"e": "alloc", "t": 4000, "id": 3, "bytes": 32 * m, "s": 2},
+                {"e": "launch", "t": 5000, "s": 2, "k": "b", "ns": 1000, "use": [3]},
+                {"e": "free", "t": 6000, "id": 3, "s": 2},
+                {"e": "free", "t": 7000, "id": 1}]
+
+    def test_the_summary_says_the_budget_was_exceeded_and_why(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.jsonl")
+            write_trace(path, self.events())
+            _, over = replay_json(path, "--budget", "160M", "--min-bytes", "64M")
+            text = hostoff("replay", path, "--budget", "160M", "--min-bytes", "64M")
+            _, managed = replay_json(path, "--budget", "160M", "--min-bytes", "1M")
+            quiet = hostoff("replay", path, "--budget", "160M", "--min-bytes", "1M")
+        self.assertEqual(over["engine_budget_bytes"], 128 * self.M)
+        self.assertEqual(over["peak_device_bytes"], 192 * self.M)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        line = [x for x in text.stdout.splitlines() if x.startswith("device ")]
+        self.assertEqual(len(line), 1, text.stdout)
+        self.assertIn("33.55 MB over the budget; the library counted at most 167.77 MB", line[0])
+        self.assertIn("below HOSTOFF_MIN_BYTES", line[0])
+        self.assertLessEqual(managed["peak_device_bytes"], managed["budget_bytes"])
+        self.assertNotIn("over the budget", quiet.stdout)
+
+
 class EvictBound(unittest.TestCase):
     """The replay's bounds on the bytes a schedule within the budget must evict
     (tools/move_bound.h), on traces small enough to know them by hand: four 64 MiB buffers, a
