@@ -259,7 +259,8 @@ int cmd_demo(int argc, char **argv) {
            a, b, (unsigned long long)p->evictions, (unsigned long long)p->demand,
            (unsigned long long)p->prefetches);
     if (p->cancelled_moves > 0) {
-        /* Copies the link carried for moves that did not complete (verdict.c counts them too). */
+        /* Copies the link carried for moves that did not complete (profile_verdict.c names them
+         * in the verdict and counts them in the link's load). */
         prof_bytes(p->cancelled_to_host + p->cancelled_to_device, a, sizeof a);
         printf("  cancelled   %s more crossed the link for %llu moves a use or a free cancelled\n",
                a, (unsigned long long)p->cancelled_moves);
