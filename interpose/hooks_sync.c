@@ -29,12 +29,26 @@ static void maybe_count(_Atomic uint64_t *counter) {
         return rc;                                                                                 \
     }
 
+/* A TRACED_HOOK that blocks the calling thread: the engine's held-back eviction chunks go to
+ * the link first (no progress point comes while the thread waits). */
+#define BLOCKING_HOOK(exp, PARAMS, ARGS, COUNTER, TRACE)                                           \
+    CUresult exp PARAMS {                                                                          \
+        HO_ENTER(exp);                                                                             \
+        uint64_t tt_ = ho_trace_begin();                                                           \
+        if (ho_offloading()) ho_engine_before_block();                                             \
+        CUresult rc = HO_REALP(exp, ARGS);                                                         \
+        maybe_count(COUNTER);                                                                      \
+        if (tt_ != 0 && rc == CUDA_SUCCESS) TRACE;                                                 \
+        return rc;                                                                                 \
+    }
+
 #define SYNCS    (&ho_stats.counts_syncs)
 #define CAPTURES (&ho_stats.counts_captures)
 #define NONE     ((_Atomic uint64_t *)NULL)
 
-TRACED_HOOK(cuStreamSynchronize, (CUstream s), (s), SYNCS, ho_trace_sync(tt_, s, false, false))
-TRACED_HOOK(cuStreamSynchronize_ptsz, (CUstream s), (s), SYNCS, ho_trace_sync(tt_, s, true, false))
+BLOCKING_HOOK(cuStreamSynchronize, (CUstream s), (s), SYNCS, ho_trace_sync(tt_, s, false, false))
+BLOCKING_HOOK(cuStreamSynchronize_ptsz, (CUstream s), (s), SYNCS,
+              ho_trace_sync(tt_, s, true, false))
 /* The engine names streams that used a buffer: a stream about to go is replaced in those lists
  * by an event recorded on it now, which stays valid after the stream is gone. */
 CUresult cuStreamDestroy_v2(CUstream s) {
@@ -45,10 +59,10 @@ CUresult cuStreamDestroy_v2(CUstream s) {
 
 PASS_HOOK(cuStreamQuery, (CUstream s), (s), NONE)
 PASS_HOOK(cuStreamQuery_ptsz, (CUstream s), (s), NONE)
-TRACED_HOOK(cuEventSynchronize, (CUevent e), (e), SYNCS, ho_trace_event_sync(tt_, e))
+BLOCKING_HOOK(cuEventSynchronize, (CUevent e), (e), SYNCS, ho_trace_event_sync(tt_, e))
 PASS_HOOK(cuEventQuery, (CUevent e), (e), NONE)
-TRACED_HOOK(cuCtxSynchronize, (void), (), SYNCS, ho_trace_sync(tt_, NULL, false, true))
-TRACED_HOOK(cuCtxSynchronize_v2, (CUcontext c), (c), SYNCS, ho_trace_sync(tt_, NULL, false, true))
+BLOCKING_HOOK(cuCtxSynchronize, (void), (), SYNCS, ho_trace_sync(tt_, NULL, false, true))
+BLOCKING_HOOK(cuCtxSynchronize_v2, (CUcontext c), (c), SYNCS, ho_trace_sync(tt_, NULL, false, true))
 TRACED_HOOK(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE,
             ho_trace_wait(tt_, s, false, e))
 TRACED_HOOK(cuStreamWaitEvent_ptsz, (CUstream s, CUevent e, unsigned int f), (s, e, f), NONE,

@@ -109,6 +109,10 @@ bool ho_dev_setup(int device) {
     bool ok = true;
     for (int q = 0; q < HO_NQUEUES && ok; q++)
         ok = ho_real.cuStreamCreate(&d->stream[q], CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+    /* The barriers of chunked evictions (engine_send.c); without it, evictions go whole. */
+    if (ok && eng.backend == HO_BACKEND_VMM && eng.send_chunk > 0 &&
+        ho_real.cuStreamCreate(&d->gate, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        d->gate = NULL;
     ho_ctx_pop();
     if (!ok) return false;
     d->failed = false;

@@ -73,6 +73,7 @@ void ho_engine_init(const struct ho_options *o) {
         ho_log(HO_LOG_INFO, "HOSTOFF_MIN_BYTES: %llu bytes, as set",
                (unsigned long long)o->min_bytes);
     eng.host_limit = ho_amount_resolve(&o->host_limit, UINT64_MAX);
+    eng.send_chunk = o->evict_chunk;
     eng.policy = choose_policy(o);
     eng.active = true;
 }
@@ -85,7 +86,16 @@ bool ho_current_device(int *device) {
     return true;
 }
 
+void ho_engine_before_block(void) {
+    /* The application's thread is about to wait, and makes no progress meanwhile: the chunks
+     * of evictions still held go to the link now, so that it does not idle (engine_send.c). */
+    if (eng.active && atomic_load(&eng.capturing) == 0) ho_send_flush_all();
+}
+
 void ho_engine_capture(int delta) {
+    /* No progress is made while a capture is under way: the evictions' chunks still held go to
+     * the link now rather than wait for its end. */
+    if (delta > 0 && eng.active) ho_send_flush_all();
     atomic_fetch_add(&eng.capturing, delta);
     if (atomic_load(&eng.capturing) < 0) atomic_store(&eng.capturing, 0);
 }

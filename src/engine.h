@@ -84,6 +84,9 @@ bool ho_engine_capturing(void);
 /* A progress point (every intercepted call): completes moves whose copies are done. Cheap when
  * nothing is in flight; never blocks. */
 void ho_engine_progress(void);
+/* The application's thread is about to block in the driver (a synchronisation): evictions the
+ * engine still holds back go to the link first (engine_send.c). Cheap when nothing moves. */
+void ho_engine_before_block(void);
 /* Stream capture began or ended in this process: nothing moves or synchronises meanwhile. */
 void ho_engine_capture(int delta);
 /* cuMemGetInfo as the engine sees it (see docs/ARCHITECTURE.md). */

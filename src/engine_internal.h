@@ -127,9 +127,17 @@ enum ho_tr_kind { HO_TR_EVICT, HO_TR_RESTORE, HO_TR_FREE };
 struct ho_transition {
     enum ho_tr_kind kind;
     struct ho_managed *m;
-    CUevent done;
+    CUevent done; /* recorded after its copy; an eviction still sending has none yet */
     bool cancelled;
-    struct ho_host_slot *host;        /* evict: the destination */
+    struct ho_host_slot *host; /* evict: the destination */
+    /* evict: its copy goes to the link a chunk at a time (engine_send.c). `sent`: bytes of it
+     * queued on the eviction stream so far (m->span for a copy queued whole); `sending`: chunks
+     * remain to be queued, and `done` is recorded once the last one is (or the move is
+     * cancelled); `gate`: recorded on the device's gate stream after the move's barrier, waited
+     * for by its first chunk (NULL once waited for, or when the barrier is on the stream). */
+    uint64_t sent;
+    bool sending;
+    CUevent gate;
     CUmemGenericAllocationHandle dev; /* restore: the new device handle */
     CUdeviceptr window;               /* restore: where the new handle is mapped for the copy */
     uint64_t start_ns;
@@ -165,11 +173,23 @@ struct ho_timed_launch {
  * hold back every eviction queued after them). Moves complete in order on each. */
 enum { HO_Q_EVICT, HO_Q_RESTORE, HO_Q_FREE, HO_NQUEUES };
 
+/* Chunks of evictions queued on the eviction stream and not known to be done, at most (counting
+ * those with another chunk of the same eviction after them): the rest of an eviction waits in
+ * the engine, where a free or a use can still call it off (engine_send.c). */
+#define HO_SEND_AHEAD 4
+
 struct ho_dev {
     bool ready, failed;
     CUcontext ctx; /* the device's primary context */
     CUstream stream[HO_NQUEUES];
     struct ho_transition *head[HO_NQUEUES], *tail[HO_NQUEUES];
+    /* Chunked evictions (engine_send.c): while chunks of earlier evictions are held, a new one's
+     * barrier waits on `gate` (no copy is ever queued there), so that a chunk of an earlier
+     * eviction queued later never waits behind it; `ahead` holds an event after each chunk
+     * counted in HO_SEND_AHEAD, oldest first. */
+    CUstream gate; /* NULL: not created; evictions are queued whole */
+    CUevent ahead[HO_SEND_AHEAD];
+    int nahead;
     uint64_t total_mem, budget; /* budget: lowered for a moment by ho_reclaim_device */
     bool budgeted; /* a budget was given; set once at setup, so the launch path reads it unlocked */
     uint64_t resident; /* device bytes held by managed buffers */
@@ -195,6 +215,7 @@ struct ho_engine {
     bool active;
     enum ho_backend backend;
     uint64_t min_bytes, host_limit;
+    uint64_t send_chunk; /* HOSTOFF_EVICT_CHUNK: evictions copy in chunks of this (0: whole) */
     struct ho_dev dev[HO_MAX_DEVICES];
     struct ho_managed *all;
     uint64_t granule;
@@ -333,6 +354,20 @@ bool ho_users_add_event(struct ho_managed *m, CUevent e, CUstream s, bool per_th
 bool ho_users_drop_stream(struct ho_managed *m, CUstream s);
 bool ho_users_queued(struct ho_managed *m);
 void ho_barrier(struct ho_managed *m, int q);
+/* The same for stream s of m's device, whatever it is (the gate stream of engine_send.c). */
+void ho_barrier_on(struct ho_managed *m, CUstream s);
+
+/* engine_send.c (eng.lock held, the device context current where said; every eviction of the
+ * vmm backend goes this way, one of a chunk or less as one chunk, so that the eviction stream's
+ * order is the queue's): issue tr's barrier (on the eviction stream, or on the gate while
+ * chunks of earlier evictions are held; context current) before tr is queued; queue more chunks
+ * of the device's evictions, within HO_SEND_AHEAD, or all of them up to and including `upto`
+ * (non-NULL: a caller is about to wait), and end the sending of those a use or a free called
+ * off (ctx_current: the caller made the device's context current); the same for every device,
+ * all of it (before the thread blocks, or a capture begins). */
+void ho_send_begin(struct ho_dev *d, struct ho_transition *tr);
+void ho_send_pump(struct ho_dev *d, const struct ho_transition *upto, bool ctx_current);
+void ho_send_flush_all(void);
 
 /* engine_move.c (eng.lock held): start an eviction or a restore (false when it could not start;
  * a restore adds what waiting for room cost to *stall); wait for m's move in flight and complete

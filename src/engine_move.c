@@ -60,27 +60,27 @@ bool ho_start_evict(struct ho_managed *m) {
     atomic_fetch_add(&eng.moving, 1); /* before the wait: see engine_unseen.c */
     atomic_store(&m->state, HO_EVICTING);
     ho_issue_wait();
-    ho_barrier(m, HO_Q_EVICT);
-    CUresult rc;
     if (eng.backend == HO_BACKEND_VMM) {
-        /* Into each piece's window, its own bytes of the buffer (pool_host.c): m->span in all. */
-        uint64_t off = 0;
-        rc = CUDA_SUCCESS;
-        for (struct ho_host_slot *p = tr->host; p != NULL && rc == CUDA_SUCCESS; p = p->next) {
-            rc = ho_real.cuMemcpyDtoDAsync_v2(p->window, m->va + off, p->held,
-                                              d->stream[HO_Q_EVICT]);
-            off += p->held;
-        }
-    } else {
-        CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST};
-        rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, host, 0, d->stream[HO_Q_EVICT]);
+        /* Its barrier now, its copy as the link takes it, a chunk at a time (engine_send.c). */
+        ho_send_begin(d, tr);
+        m->tr = tr;
+        tr->start_ns = ho_clock_ns();
+        enqueue(d, HO_Q_EVICT, tr);
+        d->evicting += m->span;
+        ho_send_pump(d, NULL, true);
+        ho_ctx_pop();
+        return true;
     }
+    /* Managed memory: one prefetch to the host, queued whole. */
+    ho_barrier(m, HO_Q_EVICT);
+    tr->sent = m->span;
+    CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST};
+    CUresult rc = ho_real.cuMemPrefetchAsync_v2(m->va, m->span, host, 0, d->stream[HO_Q_EVICT]);
     if (rc != CUDA_SUCCESS) {
         ho_log(HO_LOG_WARN, "evicting a %llu-byte buffer failed (error %d): it stays on the device",
                (unsigned long long)m->size, (int)rc);
         atomic_store(&m->state, HO_RESIDENT);
         atomic_fetch_sub(&eng.moving, 1);
-        if (tr->host != NULL) ho_host_slot_put(tr->host);
         ho_ctx_pop();
         free(tr);
         return false;
@@ -133,8 +133,10 @@ static void complete_evict(struct ho_transition *tr) {
     d->evicting -= m->span;
     if (atomic_load(&m->state) != HO_EVICTING) { /* cancelled: the device copy is current */
         if (tr->host != NULL) ho_host_slot_put(tr->host);
-        count_cancelled(true, m->span);
-        ho_trace_move(HO_MOVE_EVICT, m->id, m->span, tr->start_ns, true);
+        /* The bytes its copy carried: all of them, or the chunks queued before it was called off
+         * (engine_send.c). */
+        count_cancelled(true, tr->sent);
+        ho_trace_move(HO_MOVE_EVICT, m->id, tr->sent, tr->start_ns, true);
         return;
     }
     if (eng.backend == HO_BACKEND_VMM) {
@@ -302,6 +304,7 @@ static void complete_head(struct ho_dev *d, int q) {
         break;
     }
     ho_event_put(d, tr->done);
+    ho_event_put(d, tr->gate); /* NULL by now: passed before its first chunk or its `done` */
     ho_ctx_pop();
     bool freed = tr->kind == HO_TR_FREE;
     free(tr);
@@ -324,6 +327,10 @@ uint64_t ho_wait_move(struct ho_managed *m) {
     int q = tr->kind == HO_TR_RESTORE ? HO_Q_RESTORE
                                       : (tr->kind == HO_TR_FREE ? HO_Q_FREE : HO_Q_EVICT);
     uint64_t t0 = ho_clock_ns();
+    /* The rest of it, and every eviction held back: the host is about to wait, and then to
+     * complete what landed (remaps take the host milliseconds), with no progress point to feed
+     * the link meanwhile (engine_send.c). */
+    ho_send_pump(d, d->tail[HO_Q_EVICT], false);
     if (tr->done != NULL) {
         ho_ctx_push(d);
         bool done = ho_event_wait(tr->done, d->stream[q]);
@@ -509,8 +516,11 @@ void ho_engine_progress(void) {
     for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
         struct ho_dev *d = &eng.dev[dv];
         if (!d->ready) continue;
+        /* More chunks of the evictions, as the link takes them (engine_send.c). */
+        if (d->head[HO_Q_EVICT] != NULL) ho_send_pump(d, NULL, false);
         for (int q = 0; q < HO_NQUEUES; q++) {
             while (d->head[q] != NULL) {
+                if (d->head[q]->sending) break; /* chunks of it still to queue */
                 CUevent e = d->head[q]->done;
                 if (e != NULL) {
                     ho_ctx_push(d);
@@ -519,6 +529,8 @@ void ho_engine_progress(void) {
                     if (rc != CUDA_SUCCESS) break;
                 }
                 complete_head(d, q);
+                /* A completion can take the host a while (a remap): feed the link first. */
+                if (d->head[HO_Q_EVICT] != NULL) ho_send_pump(d, NULL, false);
             }
         }
         if (d->ndefer > 0 && atomic_load(&eng.capturing) == 0) ho_defer_poll(d);

@@ -143,9 +143,13 @@ bool ho_users_drop_stream(struct ho_managed *m, CUstream s) {
 /* Makes copy queue q of m's device wait for every use of m queued so far (eng.lock held, the
  * device context current). Those uses are then covered: the list starts afresh. */
 void ho_barrier(struct ho_managed *m, int q) {
+    ho_barrier_on(m, dev_of(m)->stream[q]);
+}
+
+void ho_barrier_on(struct ho_managed *m, CUstream to) {
     HO_ASSERT_HELD(&eng.lock);
     struct ho_dev *d = dev_of(m);
-    ho_unseen_wait(d->stream[q]); /* whatever it touched, it may have touched m */
+    ho_unseen_wait(to); /* whatever it touched, it may have touched m */
     users_lock(m);
     int n = atomic_load(&m->nusers), ne = m->nuse_events;
     bool overflow = m->users_overflow;
@@ -160,7 +164,7 @@ void ho_barrier(struct ho_managed *m, int q) {
     users_unlock(m);
     if (m->clock != NULL && m->clock_seq == atomic_load(&m->last_use) && !overflow && ne == 0 &&
         n == 1 && users[0] == m->clock_stream &&
-        ho_real.cuStreamWaitEvent(d->stream[q], m->clock->e, 0) == CUDA_SUCCESS) {
+        ho_real.cuStreamWaitEvent(to, m->clock->e, 0) == CUDA_SUCCESS) {
         /* Its latest use, the only stream it was used on, is clocked: wait for that launch. */
         return;
     }
@@ -172,10 +176,10 @@ void ho_barrier(struct ho_managed *m, int q) {
     for (int i = 0; i < n; i++) {
         /* A stream of another device (peer access) takes an event of its own context: one of
          * m's device would be refused, and waiting for m's device would not cover it. */
-        ho_order_after_stream(d, d->stream[q], users[i]);
+        ho_order_after_stream(d, to, users[i]);
     }
     for (int i = 0; i < ne; i++) {
-        if (ho_real.cuStreamWaitEvent(d->stream[q], events[i], 0) != CUDA_SUCCESS)
+        if (ho_real.cuStreamWaitEvent(to, events[i], 0) != CUDA_SUCCESS)
             ho_event_wait(events[i], NULL); /* retried, then widened */
         ho_event_put(d, events[i]);
     }

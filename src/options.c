@@ -161,6 +161,7 @@ int ho_options_parse(const char *(*getenv_fn)(const char *), struct ho_options *
     else
         ho_parse_size(min, &out->min_bytes);
     ho_parse_amount(value_of(getenv_fn, HO_OPT_HOST_LIMIT, &invalid), &out->host_limit);
+    ho_parse_size(value_of(getenv_fn, HO_OPT_EVICT_CHUNK, &invalid), &out->evict_chunk);
     const char *policy = value_of(getenv_fn, HO_OPT_POLICY, &invalid);
     out->policy = (enum ho_policy_choice)enum_index(ho_option_table[HO_OPT_POLICY].values, policy);
     const char *backend = value_of(getenv_fn, HO_OPT_BACKEND, &invalid);

@@ -76,6 +76,7 @@ struct ho_options {
     uint64_t min_bytes;  /* in force: the size given, or auto's (ho_min_bytes_auto) */
     bool min_bytes_auto; /* HOSTOFF_MIN_BYTES=auto (the default) */
     struct ho_amount host_limit;
+    uint64_t evict_chunk; /* HOSTOFF_EVICT_CHUNK (0: copies whole) */
     enum ho_backend backend;
     enum ho_policy_choice policy;
     enum ho_log_level log;

@@ -674,6 +674,94 @@ class UnseenUses(Case):
         self.clean(run("eng_reach", ["peer", 2], {"SIMCUDA_DEVICES": "2"}, preload=False))
 
 
+
+# ----------------------------------------------------------------------------------------- 11
+class ChunkedEvictions(Case):
+    """An eviction's copy goes to the link a chunk at a time (HOSTOFF_EVICT_CHUNK, src/
+    engine_send.c), at most four chunks ahead of it: a free or a use that calls the eviction off
+    stops the copy there. Chunked moves raced against every use the other classes race whole
+    ones against: bit-exact data, no hazard, no illegal access."""
+
+    CHUNK = 4 * MIB
+    AHEAD = 4  # HO_SEND_AHEAD (src/engine_internal.h)
+    # The other classes' runs, with their settings (IntegrityStress.stress, UnseenUses.shape).
+    MIN_BYTES, THREADS, PER = IntegrityStress.MIN_BYTES, IntegrityStress.THREADS, IntegrityStress.PER
+    UNIT_MIB, STREAMS = IntegrityStress.UNIT_MIB, IntegrityStress.STREAMS
+    CHURN, LOCALITY = IntegrityStress.CHURN, IntegrityStress.LOCALITY
+    ENV = UnseenUses.ENV
+
+    def called_off(self, mode, chunk):
+        """eng_chunk MODE under the plan "after A's fill, evict A"; returns the run."""
+        with tempfile.TemporaryDirectory(prefix="eng-chunk-") as d:
+            plan = os.path.join(d, "oracle.plan")
+            with open(plan, "w") as f:
+                f.write("hostoff_oracle_plan 1\nlaunches 2 buffers 1\nu 0 0 1\na 0 e 0\n")
+            r = run("eng_chunk", [mode], {"HOSTOFF_BUDGET": "1G", "HOSTOFF_POLICY": "oracle",
+                                           "HOSTOFF_ORACLE_PLAN": plan,
+                                           "HOSTOFF_EVICT_CHUNK": chunk})
+        self.clean(r)
+        self.quiet(r)
+        self.assertEqual(r.counts("evictions"), 0, r.describe())
+        self.assertEqual(r.counts("cancelled_evictions"), 1, r.describe())
+        return r
+
+    def test_free_stops_the_copy(self):
+        """The free comes while the first chunks cross: the link carries those, not 256 MiB.
+        Queued whole (HOSTOFF_EVICT_CHUNK=0), the same eviction carries all of it."""
+        r = self.called_off("free", "4M")
+        carried = r.bytes("cancelled_to_host")
+        self.assertGreaterEqual(carried, self.CHUNK, r.describe())
+        self.assertLessEqual(carried, (self.AHEAD + 1) * self.CHUNK, r.describe())
+        # The link carried what the report says, and the program's own check of the new buffer.
+        self.assertEqual(r.sim["bytes_d2h"], carried + 256 * MIB, r.describe())
+        whole = self.called_off("free", "0")
+        self.assertEqual(whole.bytes("cancelled_to_host"), 256 * MIB, whole.describe())
+        self.assertEqual(whole.sim["bytes_d2h"], 2 * 256 * MIB, whole.describe())
+
+    def test_use_stops_the_copy(self):
+        """A kernel using the buffer calls the eviction off: the buffer stays on the device,
+        exact, and the copy stops after the chunks already queued."""
+        r = self.called_off("use", "4M")
+        carried = r.bytes("cancelled_to_host")
+        self.assertGreaterEqual(carried, self.CHUNK, r.describe())
+        self.assertLessEqual(carried, (self.AHEAD + 1) * self.CHUNK, r.describe())
+        self.assertEqual(r.counts("restores"), 0, r.describe())
+
+    def test_stress(self):
+        """The integrity stress with every eviction in 512 KiB chunks (its buffers are 2 to 4
+        MiB), under both policies and with the library's launch shapes."""
+        for policy in ("lookahead", "lru"):
+            with self.subTest(policy=policy):
+                r = IntegrityStress.stress(self, scaled(400, 40), 16, {"HOSTOFF_POLICY": policy,
+                                                        "HOSTOFF_EVICT_CHUNK": "512K"},
+                                  seed=11, shapes=8)
+                self.assertEqual(r.report["backend"], "vmm")
+
+    def test_unseen_uses(self):
+        """Every way a use reaches a buffer (UnseenUses' shapes), raced against chunked moves."""
+        for name, env in (("many", None), ("nccl", None), ("capture", None), ("graph", None),
+                          ("copies", None), ("peer", {"SIMCUDA_DEVICES": "2"}),
+                          ("tensormap", None), ("ptrarray", None)):
+            UnseenUses.shape(self, name, 3, dict(env or {}, HOSTOFF_EVICT_CHUNK="64K"))
+        UnseenUses.shape(self, "unknown", 3, {"HOSTOFF_EVICT_CHUNK": "64K"}, barriers=True)
+
+    def test_faults(self):
+        """Failures injected into the chunks' copies, the events that count them and the waits
+        that order them (runs of two and three): the move is called off, data stays exact."""
+        for group in ("cuMemcpyAsync", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery"):
+            for nth in ([2, 9, 30] if SCALE == 1 else [9]):
+                for length in (2, 3):
+                    spec = ",".join(f"{group}:{nth + i}" for i in range(length))
+                    with self.subTest(SIMCUDA_FAIL=spec):
+                        r = run("eng_faults", [scaled(150, 40)],
+                                {"HOSTOFF_BUDGET": "16M", "SIMCUDA_FAIL": spec,
+                                 "HOSTOFF_EVICT_CHUNK": "1M"})
+                        if group in ("cuMemcpyAsync", "cuEventQuery") or r.rc == 0:
+                            self.clean(r)
+                            continue
+                        # The program's own call failed: it stops there, with that error.
+                        self.assertEqual(r.rc, 1, r.describe())
+
 def main():
     return pyharness.main(__doc__, sys.modules[__name__], SAN.cleanup)
 

@@ -70,6 +70,7 @@ static void defaults_from_an_empty_environment(void **state) {
     assert_int_equal(o.min_bytes, 12815000u);
     assert_int_equal(o.min_bytes, ho_min_bytes_auto());
     assert_int_equal(o.host_limit.kind, HO_AMOUNT_NONE);
+    assert_int_equal(o.evict_chunk, 64u << 20);
     assert_int_equal(o.policy, HO_CHOOSE_LOOKAHEAD);
     assert_int_equal(o.backend, HO_BACKEND_AUTO);
     assert_int_equal(o.log, HO_LOG_WARN);
@@ -89,7 +90,8 @@ static void reads_every_kind_of_value(void **state) {
         "HOSTOFF_POLICY", "oracle",        "HOSTOFF_BACKEND", "uvm",
         "HOSTOFF_LOG", "error",            "HOSTOFF_REPORT", "/tmp/r-%p.json",
         "HOSTOFF_TRACE", "t.jsonl",        "HOSTOFF_LIBCUDA", "/opt/libcuda.so.1",
-        "HOSTOFF_ORACLE_PLAN", "p.bin",    NULL};
+        "HOSTOFF_ORACLE_PLAN", "p.bin",    "HOSTOFF_EVICT_CHUNK", "0",
+        NULL};
     /* clang-format on */
     struct ho_options o;
     char err[1024];
@@ -102,6 +104,7 @@ static void reads_every_kind_of_value(void **state) {
     assert_false(o.min_bytes_auto); /* an explicit value wins */
     assert_int_equal(o.host_limit.kind, HO_AMOUNT_BYTES);
     assert_int_equal(ho_amount_resolve(&o.host_limit, 1000), 8ull << 30);
+    assert_int_equal(o.evict_chunk, 0); /* every eviction's copy whole */
     assert_int_equal(o.policy, HO_CHOOSE_ORACLE);
     assert_int_equal(o.backend, HO_BACKEND_UVM);
     assert_int_equal(o.log, HO_LOG_ERROR);
