@@ -363,7 +363,8 @@ class Demo(unittest.TestCase):
     # The default job is meant to be one offload hides: lookahead's step within 5% of the
     # unconstrained one (virtual time: the same figure on every machine). Known to fail since
     # the simulator charges the driver's published per-call costs (issue 13): the demo runs at
-    # 1.53x: 728 ms a step with offload against 476 without. Until the trace timed kernels by
+    # 1.23x: 587 ms a step with offload against 476 without (1.53x, 728 ms, until evictions went
+    # to the link in chunks a free can stop: src/engine_send.c). Until the trace timed kernels by
     # an end event recorded before the engine's after-launch work (trace.h,
     # ho_trace_launch_issued), the step without offload read 558 to 593 ms and the demo showed
     # 1.17x to 1.23x: the host's stalls counted as kernel time. Issue 14 is open for it; when
