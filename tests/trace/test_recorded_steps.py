@@ -413,9 +413,12 @@ class BenchSteady(unittest.TestCase):
                       else sum(free["step_ns"][-3:]) / 3)
             with self.subTest(workload=name):
                 self.assertEqual(rows[name]["VMM-free steady ms"], f"{steady / 1e6:.1f}")
+                # The table divides by the unrounded limit, which its column shows to 0.1 ms: the
+                # ratio here may differ by that rounding's share, and the ratio's own (0.005).
                 limit = float(rows[name]["limit steady ms"])
-                self.assertEqual(rows[name]["VMM-free / limit (steady)"],
-                                 f"{steady / 1e6 / limit:.2f}x")
+                tol = 0.005 + steady / 1e6 * 0.05 / limit**2 + 1e-9
+                self.assertAlmostEqual(float(rows[name]["VMM-free / limit (steady)"].rstrip("x")),
+                                       steady / 1e6 / limit, delta=tol)
                 # Free calls cost no more than paid ones: at most the step with them.
                 self.assertLessEqual(steady / 1e6, float(rows[name]["lookahead steady ms"]))
 
