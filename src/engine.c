@@ -123,7 +123,8 @@ bool ho_engine_reclaim(size_t bytes) {
     if (!eng.active || atomic_load(&eng.capturing) > 0 || !ho_current_device(&device)) return false;
     uint64_t stall = 0;
     ho_mutex_lock(&eng.lock);
-    bool freed = eng.dev[device].ready && ho_reclaim_device(&eng.dev[device], bytes, &stall);
+    bool freed =
+        eng.dev[device].ready && ho_reclaim_device(&eng.dev[device], bytes, NULL, 0, &stall);
     ho_mutex_unlock(&eng.lock);
     ho_count_stall(stall);
     return freed;

@@ -52,7 +52,7 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, const struc
     }
     ho_ctx_push(d);
     if (eng.backend == HO_BACKEND_VMM) {
-        rc = ho_create_device_handle(d, m->span, &m->dev, stall);
+        rc = ho_create_device_handle(d, m->span, &m->dev, NULL, 0, stall);
         if (rc == CUDA_SUCCESS) {
             m->va = ho_va_get(m->span);
             if (m->va == 0 || !ho_map_rw(d, m->va, m->span, m->dev, m->device)) {
@@ -68,7 +68,7 @@ static CUresult alloc_locked(struct ho_dev *d, struct ho_managed *m, const struc
         }
     } else {
         rc = ho_real.cuMemAllocManaged(&m->va, m->span, CU_MEM_ATTACH_GLOBAL);
-        while (rc == CUDA_ERROR_OUT_OF_MEMORY && ho_reclaim_device(d, m->span, stall))
+        while (rc == CUDA_ERROR_OUT_OF_MEMORY && ho_reclaim_device(d, m->span, NULL, 0, stall))
             rc = ho_real.cuMemAllocManaged(&m->va, m->span, CU_MEM_ATTACH_GLOBAL);
         if (rc == CUDA_SUCCESS) {
             CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = m->device};

@@ -403,9 +403,10 @@ size_t ho_evict_for(struct ho_dev *d, uint64_t need, struct ho_managed *const *p
                     int nprotect, uint64_t beyond, bool *host_full);
 enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
                           int nprotect, uint64_t *stall);
-bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall);
+bool ho_reclaim_device(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                       int nprotect, uint64_t *stall);
 CUresult ho_create_device_handle(struct ho_dev *d, uint64_t span, CUmemGenericAllocationHandle *h,
-                                 uint64_t *stall);
+                                 struct ho_managed *const *protect, int nprotect, uint64_t *stall);
 void ho_count_stall(uint64_t ns);
 
 /* engine_timing.c: timing-capable events (the pooled ones are not), recorded on s at once (NULL

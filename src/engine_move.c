@@ -406,7 +406,7 @@ bool ho_start_restore(struct ho_managed *m, struct ho_managed *const *protect, i
         /* A pooled chunk, already mapped at a window and counted as resident: no driver call. */
         d->resident -= m->span; /* counted again below, as the buffer's */
     } else if (eng.backend == HO_BACKEND_VMM) {
-        rc = ho_create_device_handle(d, m->span, &tr->dev, &stall);
+        rc = ho_create_device_handle(d, m->span, &tr->dev, protect, nprotect, &stall);
         if (rc == CUDA_SUCCESS) {
             tr->window = ho_va_get(m->span);
             if (tr->window == 0 || !ho_map_rw(d, tr->window, m->span, tr->dev, m->device)) {

@@ -176,9 +176,11 @@ enum ho_room ho_make_room(struct ho_dev *d, uint64_t need, struct ho_managed *co
     return host_full ? HO_ROOM_OVER_LIMIT : HO_ROOM_NONE;
 }
 
-/* A device allocation failed for lack of memory: finish what is on its way out, then evict more.
- * Returns true when something was freed. eng.lock held. */
-bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
+/* A device allocation failed for lack of memory: finish what is on its way out, then evict more
+ * (never the buffers in `protect`: those of a use being prepared, which it may have settled
+ * already). Returns true when something was freed. eng.lock held. */
+bool ho_reclaim_device(struct ho_dev *d, uint64_t need, struct ho_managed *const *protect,
+                       int nprotect, uint64_t *stall) {
     HO_ASSERT_HELD(&eng.lock);
     uint64_t before = d->resident;
     ho_sfree_flush(d, 0);
@@ -194,7 +196,7 @@ bool ho_reclaim_device(struct ho_dev *d, uint64_t need, uint64_t *stall) {
     if (d->resident < before) return true;
     uint64_t saved = d->budget;
     d->budget = d->resident > need ? d->resident - need : 0;
-    ho_make_room(d, need, NULL, 0, stall);
+    ho_make_room(d, need, protect, nprotect, stall);
     d->budget = saved;
     ho_cache_trim(d, UINT64_MAX / 2, 0); /* the evictions pooled their chunks: give them back */
     return d->resident < before;
@@ -205,11 +207,11 @@ void ho_count_stall(uint64_t ns) {
 }
 
 CUresult ho_create_device_handle(struct ho_dev *d, uint64_t span, CUmemGenericAllocationHandle *h,
-                                 uint64_t *stall) {
+                                 struct ho_managed *const *protect, int nprotect, uint64_t *stall) {
     HO_ASSERT_HELD(&eng.lock);
     for (;;) {
         CUresult rc = ho_real.cuMemCreate(h, span, &d->dev_prop, 0);
         if (rc != CUDA_ERROR_OUT_OF_MEMORY) return rc;
-        if (!ho_reclaim_device(d, span, stall)) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (!ho_reclaim_device(d, span, protect, nprotect, stall)) return CUDA_ERROR_OUT_OF_MEMORY;
     }
 }

@@ -286,6 +286,11 @@ void ho_engine_prepare_ex(struct ho_buffer *const *bufs, int n, CUstream s, bool
     if (restore && t->n > 1 && atomic_load(&eng.capturing) == 0) ho_demand_restores(t->m, t->n);
     for (int i = 0; i < t->n; i++)
         settle(t->m[i], restore, t->m, t->n);
+    /* Making room for a later one may have started evicting one settled before it (a reclaim
+     * after the driver refused a restore's create, a planned eviction): it gives way as well, or
+     * its copy, taken before this call writes it, would become the buffer once it lands. */
+    for (int i = 0; i < t->n; i++)
+        if (atomic_load(&t->m[i]->state) == HO_EVICTING) atomic_store(&t->m[i]->state, HO_RESIDENT);
     /* Making room for those may have started evictions: they give way too. */
     if (unseen) ho_unseen_cancel_moves();
     for (int i = 0; i < t->n; i++)

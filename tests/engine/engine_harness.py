@@ -417,6 +417,21 @@ class FaultInjection(Case):
                              "SIMCUDA_FAIL": spec, "HOSTOFF_BACKEND": backend})
                     self.clean(r, marker="0 mismatches in kernels, 0 at the end")
 
+    def test_restore_create_fails_while_launch_settles(self):
+        """A launch of A (resident) and B (on the host): B's demand restore's cuMemCreate runs
+        out of memory and the reclaim evicts; A, settled already, must not be left leaving under
+        the launch (eng_reclaim.c). Before, A's copy was taken before the launch wrote it and
+        became A: 393216 words (3 MiB) lost, no hazard, no warning."""
+        for spec in ("", "cuMemCreate:6", "cuMemCreate:6,cuMemCreate:7"):
+            with self.subTest(SIMCUDA_FAIL=spec):
+                r = run("eng_reclaim", [],
+                        {"HOSTOFF_BUDGET": "10M", "HOSTOFF_MIN_BYTES": "2M",
+                         "HOSTOFF_POLICY": "lru", "HOSTOFF_BACKEND": "vmm",
+                         "SIMCUDA_FAIL": spec or None})
+                self.clean(r)
+                self.quiet(r)
+                self.moved(r)
+
     def test_application_groups_fail_alike(self):
         for spec in ("cuLaunchKernel:30", "cuMemcpy:3"):
             with self.subTest(SIMCUDA_FAIL=spec):
