@@ -17,9 +17,6 @@
  * 2 us), cuMemSetAccess (device, 40 us). The fixed parts of a round trip add up to 233 us. */
 #define HO_PUBLISHED_EVICT_REMAP_NS   (30000u + 6000u + 98000u)
 #define HO_PUBLISHED_RESTORE_REMAP_NS (57000u + 2000u + 40000u)
-/* The per-MiB parts of the same round trip: the host-located cuMemSetAccess (9 us/MiB) and
- * cuMemUnmap (1.2 us/MiB). */
-#define HO_PUBLISHED_REMAP_NS_PER_MIB (9000u + 1200u)
 /* PCIe Gen5 x16, one direction (nvbandwidth reports): 55 GB/s, i.e. bytes per ns. */
 #define HO_PUBLISHED_LINK_BYTES_PER_NS 55.0
 

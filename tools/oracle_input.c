@@ -114,17 +114,18 @@ int oracle_write_plan(const struct trace *t, uint64_t budget, uint64_t min_bytes
     }
     for (size_t i = 0; i < nbuf; i++)
         if (dies[i] == UINT64_MAX) dies[i] = nlaunch;
-    /* The fixed driver time of a round trip, as lookahead learns it (move_cost.h,
-     * ho_move_fixed_ns: the round trip of the smallest buffer it moved, per-MiB parts included),
-     * given exactly: the published calls' times for the smallest buffer the engine manages. */
-    uint64_t smallest = 0;
-    for (size_t i = 0; i < nbuf; i++)
-        if (smallest == 0 || bytes[i] < smallest) smallest = bytes[i];
-    uint64_t move_fixed =
-        HO_PUBLISHED_EVICT_REMAP_NS + HO_PUBLISHED_RESTORE_REMAP_NS +
-        (uint64_t)((double)HO_PUBLISHED_REMAP_NS_PER_MIB * (double)smallest / (double)(1u << 20));
-    struct ho_oracle_input in = {nlaunch, ns,     use_start,      use,       nbuf, bytes, born,
-                                 dies,    budget, h2d_gbps * 1e9, move_fixed};
+    /* The fixed driver time of a round trip, as the engine starts with it (move_cost.h). */
+    struct ho_oracle_input in = {nlaunch,
+                                 ns,
+                                 use_start,
+                                 use,
+                                 nbuf,
+                                 bytes,
+                                 born,
+                                 dies,
+                                 budget,
+                                 h2d_gbps * 1e9,
+                                 HO_PUBLISHED_EVICT_REMAP_NS + HO_PUBLISHED_RESTORE_REMAP_NS};
     if (ho_oracle_plan(&in, &plan) != 0) {
         snprintf(err, errcap, "out of memory while planning");
         goto done;

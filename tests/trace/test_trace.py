@@ -698,52 +698,6 @@ class EvictBound(unittest.TestCase):
         self.assertEqual(self.bounds(ev), (0, 0, m))
 
 
-class OracleMoveWorth(unittest.TestCase):
-    """The oracle is given the round trip's fixed driver time lookahead learns (src/move_cost.h,
-    ho_move_fixed_ns: the published remap calls' time for the smallest buffer moved, per-MiB
-    parts included), and plans no move that time says is not worth it. Twelve buffers of one
-    size taking turns in pairs on PCIe Gen5, six of them away at every launch under a budget of
-    six, each idle for five launches of 10 ms:
-    the round trip of a 16 MiB buffer costs 233 us + 16 x 10.2 us = 396.2 us of remaps, in which
-    the link carries 21.8 MB, more than the buffer; a 32 MiB buffer's (559.4 us, 30.8 MB) is
-    worth it."""
-
-    def replay(self, mib, policy):
-        size = mib << 20
-        ev = [{"e": "alloc", "t": 0, "id": i, "bytes": size} for i in range(1, 13)]
-        for _ in range(8):
-            for pair in ((1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12)):
-                ev.append({"e": "launch", "t": 0, "s": 0, "k": f"k{pair[0]}", "ns": 10_000_000,
-                           "use": list(pair)})
-        with tempfile.TemporaryDirectory() as d:
-            path, report = os.path.join(d, "t.jsonl"), os.path.join(d, "r.json")
-            write_trace(path, ev)
-            _, out = replay_json(path, "--budget", f"{6 * mib}M", "--min-bytes", "1M",
-                                 "--policy", policy, "--report", report)
-            with open(report) as f:
-                rep = json.load(f)
-        self.assertEqual(out["illegal_accesses"], 0)
-        self.assertEqual(out["hazards"], 0)
-        self.assertGreater(out["evictions"], 0)
-        return out, rep
-
-    def test_lookahead_learns_the_published_round_trip(self):
-        # What the oracle assumes is what lookahead measures of its own remaps on this clock.
-        for mib in (16, 32):
-            with self.subTest(mib=mib):
-                _, rep = self.replay(mib, "lookahead")
-                self.assertEqual(rep["time_ns"]["move_fixed"], 233_000 + mib * 10_200)
-
-    def test_oracle_plans_only_moves_worth_their_remaps(self):
-        small, _ = self.replay(16, "oracle")
-        # 16 MiB: no planned move, so no prefetch; every move is the engine's, for room, and
-        # comes back on demand (given 233 us alone, as before, the oracle planned 43 prefetches).
-        self.assertEqual(small["prefetches"], 0)
-        self.assertGreater(small["demand_restores"], 0)
-        large, _ = self.replay(32, "oracle")
-        self.assertGreater(large["prefetches"], 0)
-
-
 class OrderBound(unittest.TestCase):
     """The replay's bound on a step's time that counts the order in which the bytes must cross
     the link (tools/link_bound.h), on traces small enough to know it by hand: three marked steps
