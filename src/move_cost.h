@@ -38,9 +38,8 @@ static inline uint64_t ho_min_bytes_auto(void) {
 void ho_move_cost_note(bool evict, uint64_t span, uint64_t ns, double link_bytes_per_ns);
 
 /* The fixed driver time of a round trip (evict + restore remap), ns: once both kinds were
- * measured, the fixed part of each, from the fastest remaps of the smallest and the largest
- * buffer (the intercept of the line through them; the smallest buffer's whole time, an upper
- * bound, until two sizes at least twice apart were timed), else the published figures. */
+ * measured, the fastest remap of the smallest buffer of each (an upper bound of the fixed part:
+ * the per-MiB part is never negative), else the published figures. */
 uint64_t ho_move_fixed_ns(void);
 
 /* The smallest buffer worth moving: one whose bytes take the link at least as long as its round

@@ -698,46 +698,6 @@ class EvictBound(unittest.TestCase):
         self.assertEqual(self.bounds(ev), (0, 0, m))
 
 
-class MoveFixedCost(unittest.TestCase):
-    """What lookahead learns a move costs beyond its bytes (src/move_cost.h, ho_move_fixed_ns;
-    the report's time_ns.move_fixed): the fixed part of the round trip's remaps, not the whole
-    time of the smallest buffer's. Under the simulator's published costs an eviction's remap
-    takes 134 us + 9 us/MiB and a restore's 99 us + 1.2 us/MiB: 233 us + 10.2 us/MiB. Buffers of
-    one size give only an upper bound (their whole round trip); two sizes at least twice apart
-    give the fixed part itself. Before, the engine took the smallest buffer's whole time
-    (396.2 us with 16 MiB buffers), and lookahead found mid-size buffers not worth moving:
-    llama-4k.segment on NVLink-C2C at 80% ran 2275 ms a step against 1631."""
-
-    def fixed(self, sizes_mib):
-        ev, n = [], 0
-        for mib in sizes_mib:
-            for _ in range(6):
-                n += 1
-                ev.append({"e": "alloc", "t": 0, "id": n, "bytes": mib << 20})
-        for _ in range(8):
-            for first in range(1, n + 1, 2):
-                ev.append({"e": "launch", "t": 0, "s": 0, "k": f"k{first}", "ns": 10_000_000,
-                           "use": [first, first + 1]})
-        with tempfile.TemporaryDirectory() as d:
-            path, report = os.path.join(d, "t.jsonl"), os.path.join(d, "r.json")
-            write_trace(path, ev)
-            budget = sum(sizes_mib) * 3
-            _, out = replay_json(path, "--budget", f"{budget}M", "--min-bytes", "1M",
-                                 "--report", report)
-            with open(report) as f:
-                rep = json.load(f)
-        self.assertEqual(out["illegal_accesses"], 0)
-        self.assertEqual(out["hazards"], 0)
-        self.assertGreater(out["evictions"], 0)
-        return rep["time_ns"]["move_fixed"]
-
-    def test_one_size_gives_an_upper_bound(self):
-        self.assertEqual(self.fixed([16]), 233_000 + 16 * 10_200)
-
-    def test_two_sizes_give_the_fixed_part(self):
-        self.assertEqual(self.fixed([16, 64]), 233_000)
-
-
 class OrderBound(unittest.TestCase):
     """The replay's bound on a step's time that counts the order in which the bytes must cross
     the link (tools/link_bound.h), on traces small enough to know it by hand: three marked steps
