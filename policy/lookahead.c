@@ -226,8 +226,13 @@ static void plan(struct ho_lookahead *la, struct pattern *p) {
         run += over[q];
         over[q] = run - limit;
     }
-    struct ho_plan_run r = {period,   true, step_times(la, t) ? t : NULL,
-                            la->link, over, la->move_fixed};
+    struct ho_plan_run r = {.npos = period,
+                            .wrap = true,
+                            .t = step_times(la, t) ? t : NULL,
+                            .link_bytes_per_ns = la->link,
+                            .over = over,
+                            .move_fixed_ns = la->move_fixed,
+                            .margin = (int64_t)(la->budget / RESERVE_SHARE)};
     ho_plan_gaps(&r, gaps, ngaps);
     /* The evictions, and the prefetch schedule (CSR by position): a taken gap's restore is
      * issued `lead` launches before the use that closes it. */

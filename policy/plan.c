@@ -125,14 +125,15 @@ static void queue_evictions(const struct ho_plan_run *r, struct ho_gap *gaps, si
     free(order);
 }
 
-/* Takes gap g if it covers a position still over: lowers `over` where it is away. */
+/* Takes gap g if it covers a position still over by more than `above`: lowers `over` where it
+ * is away. */
 static bool take(const struct ho_plan_run *r, struct ho_gap *g, uint64_t away, unsigned lead,
-                 size_t *positive) {
+                 int64_t above, size_t *positive) {
     if (g->to < (uint64_t)lead + 1 || away >= g->to - lead) return false;
     uint64_t hi = g->to - lead; /* away during [away, hi) */
     bool helps = false;
     for (uint64_t q = away; q < hi && !helps; q++)
-        helps = r->over[q % r->npos] > 0;
+        helps = r->over[q % r->npos] > above;
     if (!helps) return false;
     for (uint64_t q = away; q < hi; q++) {
         int64_t *o = &r->over[q % r->npos];
@@ -239,16 +240,25 @@ static size_t plan_once(const struct ho_plan_run *r, struct ho_gap *gaps, size_t
         for (uint64_t q = 0; q < r->npos; q++)
             if (r->over[q] > 0) positive++;
         /* Cover what is still over, longest gaps first; a new gap's own copy delays when it is
-         * away, and its restore needs its own transfer time. */
-        for (size_t i = 0; i < n && positive > 0; i++) {
-            struct ho_gap *g = &gaps[i];
-            if (g->taken || g->rejected || !worth_moving(r, g)) continue;
-            unsigned lead = timed(r) ? lead_for(r, g, transfer_ns(r, g)) : (g->lead ? g->lead : 1);
-            uint64_t away = g->from + 1;
-            if (timed(r))
-                away = position_at(r, g->from + 1, g->to, at(r, g->from + 1) + transfer_ns(r, g));
-            if (take(r, g, away, lead, &positive)) taken++;
-        }
+         * away, and its restore needs its own transfer time. The buffers worth their move's
+         * fixed cost first; then the others, where a position is still over the budget itself
+         * (not only into the margin): an excess the plan leaves uncovered is not avoided, the
+         * engine makes the room when an allocation or a restore needs it, with no lead, and the
+         * buffer it took comes back on demand. The margin is not worth their fixed costs. */
+        for (int pass = 0; pass < 2 && positive > 0; pass++)
+            for (size_t i = 0; i < n && positive > 0; i++) {
+                struct ho_gap *g = &gaps[i];
+                bool worth = worth_moving(r, g);
+                if (g->taken || g->rejected || (pass == 0 && !worth) || (pass == 1 && worth))
+                    continue;
+                unsigned lead =
+                    timed(r) ? lead_for(r, g, transfer_ns(r, g)) : (g->lead ? g->lead : 1);
+                uint64_t away = g->from + 1;
+                if (timed(r))
+                    away =
+                        position_at(r, g->from + 1, g->to, at(r, g->from + 1) + transfer_ns(r, g));
+                if (take(r, g, away, lead, pass == 0 ? 0 : r->margin, &positive)) taken++;
+            }
         if (!timed(r) || taken == 0) break;
         /* Settle both queues, then recount the excess with the times they give. */
         taken = settle_queues(r, gaps, n, taken);

@@ -18,8 +18,11 @@
  * latest deadline first, each finishing no later than the next one starts, and their leads grow to
  * match.
  * - without, the lead is the gap's `lead` in launches.
- * A gap too short for its lead (the buffer would be back before it left) is not taken, nor one of a
- * buffer not worth its move's fixed cost (move_fixed_ns). */
+ * A gap too short for its lead (the buffer would be back before it left) is not taken. A buffer not
+ * worth its move's fixed cost (move_fixed_ns) is taken only after the others, and only where a
+ * position still exceeds the budget itself, beyond the margin kept back for moves in flight: an
+ * excess the plan leaves uncovered is met by the engine anyway, with evictions made for room
+ * when it is short and restores on demand. */
 #ifndef HOSTOFF_PLAN_H
 #define HOSTOFF_PLAN_H
 
@@ -46,8 +49,13 @@ struct ho_plan_run {
     int64_t *over;            /* npos values, lowered as gaps are taken */
     /* The fixed driver time of a round trip, ns (0: none). A buffer whose bytes cross the link
      * (at link_bytes_per_ns, or 55 bytes/ns, PCIe Gen5, while unknown) in less time than that is
-     * never planned: its remaps would cost more than moving more bytes of a larger buffer. */
+     * planned only where the buffers worth it leave a position over the budget: its remaps cost
+     * more than moving more bytes of a larger buffer, and less than a restore on demand. */
     uint64_t move_fixed_ns;
+    /* The part of `over`, bytes, that is a margin kept back for moves in flight rather than the
+     * budget itself: a buffer not worth its move's fixed cost is planned only where a position
+     * exceeds the budget (over > margin), never to keep the margin. */
+    int64_t margin;
 };
 
 /* Marks the gaps to take and sets their leads. `gaps` is reordered. Returns how many were taken. */

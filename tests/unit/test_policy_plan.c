@@ -46,7 +46,7 @@ static void in_launches_longest_first(void **state) {
     int64_t over[NPOS];
     uint64_t t[NPOS + 1];
     size_t n = build(g, over, t, (int64_t)(48 * MIB)); /* two buffers' worth must go */
-    struct ho_plan_run r = {NPOS, false, NULL, 0, over, 0};
+    struct ho_plan_run r = {NPOS, false, NULL, 0, over, 0, 0};
     assert_int_equal(ho_plan_gaps(&r, g, n), 2);
     for (size_t i = 0; i < n; i++) {
         if (!g[i].taken) continue;
@@ -64,7 +64,7 @@ static void in_device_time_leads_cover_the_transfer(void **state) {
     uint64_t t[NPOS + 1];
     size_t n = build(g, over, t, (int64_t)(16 * MIB));
     /* 32 MiB at 1.34 GB/s: 25 ms, 28 with the planner's eighth: three 10 ms launches. */
-    struct ho_plan_run r = {NPOS, false, t, 1.342e9 / 1e9, over, 0};
+    struct ho_plan_run r = {NPOS, false, t, 1.342e9 / 1e9, over, 0, 0};
     assert_int_equal(ho_plan_gaps(&r, g, n), 1);
     for (size_t i = 0; i < n; i++) {
         if (!g[i].taken) continue;
@@ -87,7 +87,7 @@ static void a_slow_link_stretches_the_step(void **state) {
     size_t n = build(g, over, t, (int64_t)(8 * 32 * MIB));
     for (size_t i = 0; i < n; i++)
         g[i].to = NPOS - 1;
-    struct ho_plan_run r = {NPOS, false, t, 0.671e9 / 1e9, over, 0};
+    struct ho_plan_run r = {NPOS, false, t, 0.671e9 / 1e9, over, 0, 0};
     size_t taken = ho_plan_gaps(&r, g, n);
     assert_int_equal(taken, count_taken(g, n));
     assert_int_equal(taken, NBUF);
@@ -109,11 +109,42 @@ static void small_buffers_are_not_worth_their_moves(void **state) {
         uint64_t t[NPOS + 1];
         size_t n = build(g, over, t, (int64_t)(1 * MIB));
         g[0].bytes = g[1].bytes = 1 * MIB;
-        struct ho_plan_run r = {NPOS, false, NULL, 1.0, over, fixed ? 2 * MS : 0};
+        struct ho_plan_run r = {NPOS, false, NULL, 1.0, over, fixed ? 2 * MS : 0, 0};
         size_t taken = ho_plan_gaps(&r, g, n);
         assert_int_equal(taken, 1);
         for (size_t i = 0; i < n; i++)
             if (g[i].taken) assert_int_equal(g[i].key, fixed ? 3 : 1);
+    }
+}
+
+/* When only buffers not worth their move's fixed cost can cover an excess, they still go where a
+ * position exceeds the budget itself: left to the engine, the excess would be met with evictions
+ * made for room when it is needed and restores on demand. They do not go for the margin kept back
+ * for moves in flight (`margin`). Two 1 MiB buffers, each crossing the link (1 byte/ns) in about
+ * 1 ms, under a 2 ms round trip, and positions 10 to 20 over by 1.5 MiB: with no margin both go;
+ * with 1 MiB of it margin only the longest gap goes (0.5 MiB over the budget itself); with 2 MiB
+ * none does, and the excess stays to the margin. */
+static void small_buffers_go_for_the_budget_not_the_margin(void **state) {
+    (void)state;
+    const int64_t margins[] = {0, (int64_t)MIB, (int64_t)(2 * MIB)};
+    const size_t want[] = {2, 1, 0};
+    for (int m = 0; m < 3; m++) {
+        struct ho_gap g[2] = {
+            {.key = 1, .bytes = MIB, .from = 4, .to = 26, .lead = 1},
+            {.key = 2, .bytes = MIB, .from = 5, .to = 25, .lead = 1},
+        };
+        int64_t over[NPOS];
+        for (int q = 0; q < NPOS; q++)
+            over[q] = q >= 10 && q <= 20 ? (int64_t)(3 * MIB / 2) : -1;
+        struct ho_plan_run r = {.npos = NPOS,
+                                .link_bytes_per_ns = 1.0,
+                                .over = over,
+                                .move_fixed_ns = 2 * MS,
+                                .margin = margins[m]};
+        assert_int_equal(ho_plan_gaps(&r, g, 2), want[m]);
+        for (size_t i = 0; i < 2; i++)
+            assert_int_equal(g[i].taken, g[i].key <= want[m]);
+        assert_int_equal(over[15], (int64_t)(3 * MIB / 2) - (int64_t)(want[m] * MIB));
     }
 }
 
@@ -131,7 +162,7 @@ static void a_gap_the_budget_no_longer_needs_is_dropped(void **state) {
     int64_t over[NPOS];
     for (int q = 0; q < NPOS; q++)
         over[q] = q >= 10 && q <= 20 ? (int64_t)(64 * MIB) : -1;
-    struct ho_plan_run r = {NPOS, false, NULL, 0, over, 0};
+    struct ho_plan_run r = {NPOS, false, NULL, 0, over, 0, 0};
     assert_int_equal(ho_plan_gaps(&r, g, 2), 1);
     for (size_t i = 0; i < 2; i++)
         assert_int_equal(g[i].taken, g[i].key == 2);
@@ -150,6 +181,7 @@ int main(void) {
         cmocka_unit_test(in_device_time_leads_cover_the_transfer),
         cmocka_unit_test(a_slow_link_stretches_the_step),
         cmocka_unit_test(small_buffers_are_not_worth_their_moves),
+        cmocka_unit_test(small_buffers_go_for_the_budget_not_the_margin),
         cmocka_unit_test(a_gap_the_budget_no_longer_needs_is_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
