@@ -147,6 +147,13 @@ static bool take(const struct ho_plan_run *r, struct ho_gap *g, uint64_t away, u
     return true;
 }
 
+/* Whether some position is over by more than `above`. */
+static bool any_over(const struct ho_plan_run *r, int64_t above) {
+    for (uint64_t q = 0; q < r->npos; q++)
+        if (r->over[q] > above) return true;
+    return false;
+}
+
 #define ROUNDS 4  /* times the queues are settled and the remaining excess covered again */
 #define TRIES  16 /* times the infeasible gaps are thinned within one round */
 
@@ -245,7 +252,8 @@ static size_t plan_once(const struct ho_plan_run *r, struct ho_gap *gaps, size_t
          * (not only into the margin): an excess the plan leaves uncovered is not avoided, the
          * engine makes the room when an allocation or a restore needs it, with no lead, and the
          * buffer it took comes back on demand. The margin is not worth their fixed costs. */
-        for (int pass = 0; pass < 2 && positive > 0; pass++)
+        for (int pass = 0; pass < 2 && positive > 0; pass++) {
+            if (pass == 1 && !any_over(r, r->margin)) break;
             for (size_t i = 0; i < n && positive > 0; i++) {
                 struct ho_gap *g = &gaps[i];
                 bool worth = worth_moving(r, g);
@@ -259,6 +267,7 @@ static size_t plan_once(const struct ho_plan_run *r, struct ho_gap *gaps, size_t
                         position_at(r, g->from + 1, g->to, at(r, g->from + 1) + transfer_ns(r, g));
                 if (take(r, g, away, lead, pass == 0 ? 0 : r->margin, &positive)) taken++;
             }
+        }
         if (!timed(r) || taken == 0) break;
         /* Settle both queues, then recount the excess with the times they give. */
         taken = settle_queues(r, gaps, n, taken);
