@@ -72,7 +72,7 @@ int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out)
     for (size_t l = 0; l < in->nlaunch; l++)
         t[l + 1] = t[l] + in->ns[l];
     /* The footprint at each launch: every buffer from its allocation to its free, nothing moved;
-     * 3% of the budget kept back for moves in flight, as lookahead does. */
+     * 1/32 of the budget kept back for moves in flight (lookahead keeps a tenth). */
     for (size_t b = 0; b < in->nbuf; b++) {
         uint64_t lo = in->born[b] < in->nlaunch ? in->born[b] : in->nlaunch;
         uint64_t hi = in->dies[b] < in->nlaunch ? in->dies[b] : in->nlaunch;
