@@ -5,8 +5,9 @@
  * already holds just as early), and a free takes effect when its place in the stream is reached
  * on the device: the executor runs it, so another stream still using the buffer then is a
  * recorded hazard, and a later touch is an illegal access. What a free gives back is reused by
- * the pool's reuse policies (reuse.c), each switched by its attribute as on the driver. Pools
- * keep no other freed memory: the release threshold is stored and reported, not applied. */
+ * the pool's reuse policies (reuse.c), each switched by its attribute as on the driver, and the
+ * pool keeps it, not the device, until the first synchronising call after the free completed,
+ * where it gives back what it holds beyond its release threshold (0 by default). */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -16,7 +17,9 @@ struct sim_pool {
     int device;
     bool is_default;
     uint64_t release_threshold;
-    uint64_t reserved_current, reserved_high, used_current, used_high;
+    /* Reserved: in use and held of frees (reuse.c), counted when asked; its high-water mark is
+     * taken at allocations, where it grows. */
+    uint64_t reserved_high, used_current, used_high;
     bool destroyed; /* cuMemPoolDestroy came while allocations were outstanding */
     unsigned long long id;
     /* The reuse policies (CU_MEMPOOL_ATTR_REUSE_*), all enabled by default as on the driver. */
@@ -45,13 +48,27 @@ unsigned long long sim_pool_id(CUmemoryPool pool) {
     return pool != NULL ? ((struct sim_pool *)pool)->id : 0;
 }
 
+static struct sim_pool *pool_by_id(unsigned long long id);
+
 bool sim_pool_opportunistic(unsigned long long id) {
     if (id == 0) return true; /* not pool memory (cuMemFreeAsync of a cuMemAlloc allocation) */
+    const struct sim_pool *p = pool_by_id(id);
+    return p == NULL || p->opportunistic != 0; /* destroyed: nothing can allocate from it */
+}
+
+static struct sim_pool *pool_by_id(unsigned long long id) {
     for (int d = 0; d < SIM_MAX_DEVICES; d++)
-        if (default_pools[d].id == id) return default_pools[d].opportunistic != 0;
+        if (default_pools[d].id == id) return &default_pools[d];
     for (struct sim_pool *p = pool_list; p != NULL; p = p->next)
-        if (p->id == id) return p->opportunistic != 0;
-    return true; /* a destroyed pool: nothing can allocate from it, the memory goes back */
+        if (p->id == id) return p;
+    return NULL;
+}
+
+uint64_t sim_pool_keeps(unsigned long long id) {
+    const struct sim_pool *p = id != 0 ? pool_by_id(id) : NULL;
+    if (p == NULL || p->release_threshold == 0) return 0;
+    /* Reserved bytes are the allocations in use and what the pool holds of frees. */
+    return p->release_threshold > p->used_current ? p->release_threshold - p->used_current : 0;
 }
 
 static void pool_free(struct sim_pool *p) {
@@ -74,7 +91,6 @@ void sim_pool_forget(struct sim_range *r) {
     struct sim_pool *pl = (struct sim_pool *)r->pool;
     if (pl == NULL) return;
     pl->used_current -= r->size <= pl->used_current ? r->size : pl->used_current;
-    pl->reserved_current -= r->size <= pl->reserved_current ? r->size : pl->reserved_current;
     if (pl->destroyed && pl->used_current == 0) pool_free(pl); /* its last allocation is gone */
     r->pool = NULL;
 }
@@ -101,9 +117,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct sim_pool *po
          * it at the allocation node of every launch); a free node does not give it up. */
         sim_range_find(p)->graph_owned = s->capture != NULL;
         pl->used_current += bytes;
-        pl->reserved_current += bytes;
         if (pl->used_current > pl->used_high) pl->used_high = pl->used_current;
-        if (pl->reserved_current > pl->reserved_high) pl->reserved_high = pl->reserved_current;
+        uint64_t reserved = pl->used_current + sim_pool_held(dev, pl->id);
+        if (reserved > pl->reserved_high) pl->reserved_high = reserved;
     }
     sim_unlock();
     if (rc == CUDA_SUCCESS) *dptr = (CUdeviceptr)p;
@@ -203,8 +219,17 @@ SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     CUresult rc = sim_enter();
     if (rc != CUDA_SUCCESS) return rc;
-    (void)keep; /* pools hold no freed memory: nothing to trim */
-    return pool_from_handle(pool) == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    sim_lock();
+    struct sim_pool *p = pool_from_handle(pool);
+    if (p != NULL) {
+        /* What the pool holds of completed frees goes back until its reserved bytes (those in
+         * use and those held) are down to `keep`; frees not yet complete stay. */
+        struct sim_device *dev = &sim.devices[p->device];
+        sim_capacity_settle(dev);
+        sim_pool_trim(dev, p->id, keep > p->used_current ? keep - p->used_current : 0);
+    }
+    sim_unlock();
+    return p == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
@@ -249,7 +274,10 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
         *(cuuint64_t *)value = p->release_threshold;
         break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-        *(cuuint64_t *)value = p->reserved_current;
+        sim_lock();
+        sim_capacity_settle(&sim.devices[p->device]);
+        *(cuuint64_t *)value = p->used_current + sim_pool_held(&sim.devices[p->device], p->id);
+        sim_unlock();
         break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
         *(cuuint64_t *)value = p->reserved_high;

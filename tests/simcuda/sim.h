@@ -115,7 +115,9 @@ struct sim_device {
         uint64_t bytes, at_ns;
         void *va; /* the address range, NULL once recycled or handed over */
         uint64_t va_size;
-        bool given;                /* bytes already back in the device's free memory */
+        /* Bytes of it the pool still holds: not yet taken by a later allocation of the pool nor
+         * given back to the device (at the first synchronising call after it completed). */
+        uint64_t held;
         unsigned long long stream; /* the freeing stream's id; 0: a graph's free node */
         bool legacy, blocking;     /* the freeing stream's kind (legacy-stream ordering) */
         struct sim_ctx *ctx;       /* its context */
@@ -427,16 +429,24 @@ void sim_capacity_give(struct sim_device *dev, uint64_t bytes);
 void sim_capacity_settle(struct sim_device *dev);
 
 /* Stream-ordered reuse (reuse.c; lock held). */
-/* Records a stream-ordered free the executor ran at virtual time at_ns: its bytes stay in use and
- * its (closed) address range is kept until an ordered allocation or completion takes them. */
+/* Records a stream-ordered free the executor ran at virtual time at_ns: its bytes stay in use
+ * (held by its pool) and its (closed) address range is kept until an ordered allocation or
+ * completion takes them. */
 void sim_release_add(struct sim_device *dev, const struct sim_op *free_op, uint64_t bytes, void *va,
                      uint64_t va_size, uint64_t at_ns);
-/* Gives back what completed frees hold: bytes at their virtual time (or, for a pool whose
- * opportunistic reuse is off, at the next synchronising call after it), ranges at their time. */
+/* Gives back what completed frees hold: a pool's bytes at the first synchronising call after
+ * their free completed (release threshold 0; bytes freed outside a pool at completion), address
+ * ranges at completion. */
 void sim_releases_apply(struct sim_device *dev);
+/* Bytes pool `pool` still holds from frees on device dev (reserved, not in use). */
+uint64_t sim_pool_held(const struct sim_device *dev, unsigned long long pool);
+/* cuMemPoolTrimTo: gives back the bytes of pool `pool`'s completed frees, oldest first, until it
+ * holds no more than `keep` of them. */
+void sim_pool_trim(struct sim_device *dev, unsigned long long pool, uint64_t keep);
 /* A stream-ordered allocation on s from pool `pool`: reuses frees ordered before it (the same
- * stream; with follow_events, event waits and the legacy stream), handing over the address
- * range of one of the same size, then allocates as sim_device_alloc does. */
+ * stream; with follow_events, event waits and the legacy stream; opportunistically, completed
+ * ones), handing over the address range of one of the same size, and takes from the device only
+ * what the bytes they hold do not cover, as sim_device_alloc does. */
 CUresult sim_reuse_alloc(struct sim_device *dev, struct sim_stream *s, unsigned long long pool,
                          bool follow_events, uint64_t bytes, uint64_t *out);
 /* Event ordering: a record snapshots what its stream is ordered after; a wait merges it. */
@@ -444,6 +454,9 @@ void sim_order_note_record(struct sim_event *e, struct sim_stream *s, uint64_t s
 void sim_order_note_wait(struct sim_stream *s, const struct sim_event *e);
 /* Pools (pool.c): whether memory freed into pool `id` may be reused opportunistically. */
 bool sim_pool_opportunistic(unsigned long long id);
+/* Bytes of freed memory pool `id` keeps at a synchronising call: its release threshold less
+ * what its allocations in use reserve. */
+uint64_t sim_pool_keeps(unsigned long long id);
 unsigned long long sim_pool_id(CUmemoryPool pool);
 
 /* Virtual-address space: reserve a PROT_NONE range; release it back to PROT_NONE (kept reserved,

@@ -2,7 +2,9 @@
  * allocator does it: a free is reused at once by a later allocation on the same stream, by one on
  * another stream once an event orders it after the free, and by anyone once the free has
  * completed; the pool attributes switch the last two off; work on another stream that races the
- * reused range is a hazard; and the same calls give the same addresses and timeline.
+ * reused range is a hazard; the pool, not the device, keeps freed memory until a synchronising
+ * call (beyond its release threshold), and never more than its allocations used at once on one
+ * stream; and the same calls give the same addresses and timeline.
  *
  * Every test runs in a forked child (simchild.h): SIMCUDA_* is read once per process and each
  * child writes its own SIMCUDA_REPORT. */
@@ -293,6 +295,118 @@ static void test_opportunistic(void **state) {
     assert_int_equal(report("opportunistic_off", "peak_device_bytes"), 48 * MiB);
 }
 
+/* ------------------------------------------------------------------ what the pool keeps */
+
+static cuuint64_t reserved(CUmemoryPool p) {
+    cuuint64_t v = 0;
+    CHK_OK(cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v));
+    return v;
+}
+
+/* A completed free's memory stays in its pool, not the device, until the next synchronising
+ * call: the pool's allocations (any stream, opportunistically) may take it, an allocation
+ * outside the pool may not; the synchronising call gives it back (release threshold 0). */
+static int c_kept_until_sync(void) {
+    ctx_up();
+    CUstream s1 = nb_stream(), s2 = nb_stream();
+    CUmemoryPool def;
+    CHK_OK(cuDeviceGetDefaultMemPool(&def, 0));
+    const size_t total = free_bytes();
+    CUdeviceptr a, b, c = 42;
+    CHK_OK(cuMemAllocAsync(&a, 48 * MiB, s1));
+    use_for(a, 10000, s1);
+    CHK_OK(cuMemFreeAsync(a, s1));
+    while (cuStreamQuery(s1) == CUDA_ERROR_NOT_READY) {
+    } /* the host clock passes the free's completion without synchronising */
+    CHK_EQ(free_bytes(), total - 48 * MiB);
+    CHK_EQ(reserved(def), 48 * MiB);
+    CHK_CU(CUDA_ERROR_OUT_OF_MEMORY, cuMemAlloc(&c, 48 * MiB));
+    CHK_EQ(c, 42);
+    CHK_OK(cuMemAllocAsync(&b, 48 * MiB, s2)); /* the pool's own: opportunistic reuse */
+    CHK_EQ(free_bytes(), total - 48 * MiB);
+    CHK_OK(cuMemFreeAsync(b, s2));
+    CHK_OK(cuStreamSynchronize(s2));
+    CHK_EQ(reserved(def), 0);
+    CHK_EQ(free_bytes(), total);
+    CHK_OK(cuMemAlloc(&c, 48 * MiB));
+    CHK_OK(cuMemFree(c));
+    return 0;
+}
+
+static void test_kept_until_sync(void **state) {
+    (void)state;
+    const char *env[] = {"SIMCUDA_DEVICE_MEM=64M", NULL};
+    run_child("kept_until_sync", c_kept_until_sync, env);
+    assert_int_equal(report("kept_until_sync", "peak_device_bytes"), 48 * MiB);
+}
+
+/* A release threshold keeps freed memory in the pool across synchronising calls; cuMemPoolTrimTo
+ * gives it back. */
+static int c_release_threshold(void) {
+    ctx_up();
+    CUstream s = nb_stream();
+    CUmemoryPool pool = new_pool();
+    cuuint64_t keep = 64 * MiB;
+    CHK_OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+    const size_t total = free_bytes();
+    CUdeviceptr a, c = 42;
+    CHK_OK(cuMemAllocFromPoolAsync(&a, 48 * MiB, pool, s));
+    CHK_OK(cuMemFreeAsync(a, s));
+    CHK_OK(cuCtxSynchronize());
+    CHK_EQ(reserved(pool), 48 * MiB);
+    CHK_CU(CUDA_ERROR_OUT_OF_MEMORY, cuMemAlloc(&c, 48 * MiB));
+    CHK_OK(cuMemPoolTrimTo(pool, 16 * MiB));
+    CHK_EQ(reserved(pool), 16 * MiB);
+    CHK_EQ(free_bytes(), total - 16 * MiB);
+    CHK_OK(cuMemPoolTrimTo(pool, 0));
+    CHK_EQ(free_bytes(), total);
+    CHK_OK(cuMemAlloc(&c, 48 * MiB));
+    CHK_OK(cuMemFree(c));
+    return 0;
+}
+
+static void test_release_threshold(void **state) {
+    (void)state;
+    const char *env[] = {"SIMCUDA_DEVICE_MEM=64M", NULL};
+    run_child("release_threshold", c_release_threshold, env);
+}
+
+/* On one stream the pool never holds more than the most its allocations were using at once:
+ * an allocation handed a freed range whose bytes an earlier allocation took is covered by the
+ * pool's other frees. A (8 MiB) freed; C (6 MiB) carved from its bytes; B (4 MiB) from the
+ * rest and the device; B freed; D (8 MiB) handed A's range and B's bytes. In use: C and D. */
+static int c_pool_bytes_cover(void) {
+    ctx_up();
+    CUstream s = nb_stream();
+    const size_t total = free_bytes();
+    CUdeviceptr a, b, c, d;
+    CHK_OK(cuMemAllocAsync(&a, 8 * MiB, s));
+    use_for(a, MS, s);
+    CHK_OK(cuMemFreeAsync(a, s));
+    CHK_OK(cuMemAllocAsync(&c, 6 * MiB, s));
+    CHK(c != a);
+    CHK_OK(cuMemAllocAsync(&b, 4 * MiB, s));
+    use_for(b, MS, s);
+    CHK_OK(cuMemFreeAsync(b, s));
+    CHK_OK(cuMemAllocAsync(&d, 8 * MiB, s));
+    CHK_EQ(d, a);
+    CHK(simcuda_now_ns() < MS); /* none of the frees has run on the device yet */
+    CHK_EQ(free_bytes(), total - 14 * MiB);
+    use_for(d, MS, s);
+    CHK_OK(cuMemFreeAsync(c, s));
+    CHK_OK(cuMemFreeAsync(d, s));
+    CHK_OK(cuStreamSynchronize(s));
+    CHK_EQ(free_bytes(), total);
+    return 0;
+}
+
+static void test_pool_bytes_cover(void **state) {
+    (void)state;
+    run_child("pool_bytes_cover", c_pool_bytes_cover, NULL);
+    assert_int_equal(report("pool_bytes_cover", "peak_device_bytes"), 14 * MiB);
+    assert_int_equal(report("pool_bytes_cover", "hazards"), 0);
+}
+
 /* ------------------------------------------------------------------ determinism */
 
 /* A mix of streams, events, sizes and completed frees. Each allocation's address is written as
@@ -362,6 +476,9 @@ int main(void) {
         cmocka_unit_test(test_race_on_reused_range),
         cmocka_unit_test(test_no_follow_event_dependencies),
         cmocka_unit_test(test_opportunistic),
+        cmocka_unit_test(test_kept_until_sync),
+        cmocka_unit_test(test_release_threshold),
+        cmocka_unit_test(test_pool_bytes_cover),
         cmocka_unit_test(test_deterministic),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
