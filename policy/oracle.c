@@ -65,7 +65,7 @@ int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out)
     struct ho_gap *gaps = NULL;
     size_t ngaps = 0;
     if (t == NULL || over == NULL || index_uses(in, out) != 0) goto done;
-    gaps = malloc((out->use_start[in->nbuf] + 1) * sizeof *gaps);
+    gaps = malloc((out->use_start[in->nbuf] + in->nbuf + 1) * sizeof *gaps);
     out->act_start = calloc(in->nlaunch + 1, sizeof *out->act_start);
     if (gaps == NULL || out->act_start == NULL) goto done;
     t[0] = 0;
@@ -85,6 +85,15 @@ int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out)
                                             .from = out->uses[k],
                                             .to = out->uses[k + 1],
                                             .lead = 1};
+        /* After its last use a buffer that lives on (a segment PyTorch's caching allocator
+         * keeps to the end) need not stay: a gap with no restore. */
+        size_t nu = out->use_start[b + 1] - out->use_start[b];
+        if (nu > 0 && out->uses[out->use_start[b + 1] - 1] + 1 < hi)
+            gaps[ngaps++] = (struct ho_gap){.key = b,
+                                            .bytes = in->bytes[b],
+                                            .from = out->uses[out->use_start[b + 1] - 1],
+                                            .to = hi,
+                                            .final = true};
     }
     int64_t limit = (int64_t)(in->budget - in->budget / 32), run = 0;
     for (size_t l = 0; l < in->nlaunch; l++) {
@@ -108,8 +117,10 @@ int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out)
     for (size_t g = 0; g < ngaps; g++) {
         if (!gaps[g].taken) continue;
         out->act_start[gaps[g].from + 1]++;
+        nact++;
+        if (gaps[g].final) continue;
         out->act_start[gaps[g].to - gaps[g].lead - 1 + 1]++;
-        nact += 2;
+        nact++;
     }
     for (size_t l = 0; l < in->nlaunch; l++)
         out->act_start[l + 1] += out->act_start[l];
@@ -124,7 +135,7 @@ int ho_oracle_plan(const struct ho_oracle_input *in, struct ho_oracle_plan *out)
         if (!gaps[g].taken) continue;
         uint64_t e = gaps[g].from, r2 = gaps[g].to - gaps[g].lead - 1;
         out->act[out->act_start[e] + fill[e]++] = gaps[g].key << 1;
-        out->act[out->act_start[r2] + fill[r2]++] = gaps[g].key << 1 | 1;
+        if (!gaps[g].final) out->act[out->act_start[r2] + fill[r2]++] = gaps[g].key << 1 | 1;
     }
     free(fill);
     rc = 0;

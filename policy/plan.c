@@ -65,7 +65,7 @@ static void share_link(const struct ho_plan_run *r, struct ho_gap *gaps, size_t 
     if (order == NULL) return; /* the leads stay as each gap alone needs them */
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (gaps[i].taken) order[k++] = &gaps[i];
+        if (gaps[i].taken && !gaps[i].final) order[k++] = &gaps[i];
     sort_run = r;
     qsort(order, k, sizeof *order, by_deadline_desc);
     uint64_t cursor = UINT64_MAX;
@@ -259,8 +259,9 @@ static size_t plan_once(const struct ho_plan_run *r, struct ho_gap *gaps, size_t
                 bool worth = worth_moving(r, g);
                 if (g->taken || g->rejected || (pass == 0 && !worth) || (pass == 1 && worth))
                     continue;
-                unsigned lead =
-                    timed(r) ? lead_for(r, g, transfer_ns(r, g)) : (g->lead ? g->lead : 1);
+                unsigned lead = g->final   ? 0
+                                : timed(r) ? lead_for(r, g, transfer_ns(r, g))
+                                           : (g->lead ? g->lead : 1);
                 uint64_t away = g->from + 1;
                 if (timed(r))
                     away =

@@ -18,6 +18,8 @@
  * latest deadline first, each finishing no later than the next one starts, and their leads grow to
  * match.
  * - without, the lead is the gap's `lead` in launches.
+ * A final gap (the buffer is not used again: it runs to its free, or to the end of a run that does
+ * not wrap) has no restore and no lead.
  * A gap too short for its lead (the buffer would be back before it left) is not taken. A buffer not
  * worth its move's fixed cost (move_fixed_ns) is taken only after the others, and only where a
  * position still exceeds the budget itself, beyond the margin kept back for moves in flight: an
@@ -37,6 +39,9 @@ struct ho_gap {
     bool taken;        /* out */
     bool rejected;     /* out: taken once, then dropped because the link could not carry it */
     uint64_t away;     /* out: the first position it no longer occupies the device */
+    /* in: the buffer is not used again after `from` (to: its free, or the run's end): it
+     * leaves and never comes back, so the gap has no restore and no lead. */
+    bool final;
 };
 
 struct ho_plan_run {

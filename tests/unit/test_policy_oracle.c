@@ -2,7 +2,8 @@
  * four activations, A[l] used by forward launch l and backward launch 7 - l, freed after it.
  * Every launch takes 10 ms. The planner must keep A[0] (the longest gap) off the device,
  * restore it in time for its backward use by the link's rate, and leave gaps too short to pay
- * alone; next uses come from the trace; the plan survives its file. */
+ * alone; a buffer done with leaves for good; next uses come from the trace; the plan survives
+ * its file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -83,6 +84,36 @@ static void a_slow_link_restores_earlier(void **state) {
     assert_int_equal(ho_oracle_plan(&f.in, &p), 0);
     assert_int_equal(action_at(&p, 1, 0), -1);
     ho_oracle_free(&p);
+}
+
+/* After its last use a buffer that lives on has nothing to come back for: it leaves, for good,
+ * where the budget needs its room. W (64 MiB) is used by every launch; X (64 MiB) at launches
+ * 0 and 1 only, then kept (never freed, or freed at 7); Y (64 MiB) is allocated for its use at
+ * 2 and freed at 6. Launches 3 to 5 hold all three, over a 140 MiB budget, unless one leaves. */
+static void a_buffer_done_with_leaves_for_good(void **state) {
+    (void)state;
+    for (int freed = 0; freed < 2; freed++) {
+        uint64_t ns[8], use[16], bytes[3] = {64 * MIB, 64 * MIB, 64 * MIB};
+        uint64_t born[3] = {0, 0, 2}, dies[3] = {8, freed ? 7 : 8, 6};
+        size_t use_start[9], k = 0;
+        for (int l = 0; l < 8; l++) {
+            ns[l] = 10000000;
+            use_start[l] = k;
+            use[k++] = 0;
+            if (l < 2) use[k++] = 1;
+            if (l == 2) use[k++] = 2;
+        }
+        use_start[8] = k;
+        struct ho_oracle_input in = {8,    ns,   use_start, use,   3, bytes,
+                                     born, dies, 140 * MIB, 6.4e9, 0};
+        struct ho_oracle_plan p;
+        assert_int_equal(ho_oracle_plan(&in, &p), 0);
+        assert_int_equal(action_at(&p, 1, 0), 1);  /* X leaves after its last use, */
+        assert_int_equal(action_at(&p, 1, 1), -1); /* and nothing brings it back */
+        assert_int_equal(action_at(&p, 2, 0), -1); /* one leaving is enough: Y stays */
+        assert_int_equal(action_at(&p, 0, 0), -1);
+        ho_oracle_free(&p);
+    }
 }
 
 static void next_uses_come_from_the_trace(void **state) {
@@ -185,6 +216,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(longest_gap_off_and_back_in_time),
         cmocka_unit_test(a_slow_link_restores_earlier),
+        cmocka_unit_test(a_buffer_done_with_leaves_for_good),
         cmocka_unit_test(next_uses_come_from_the_trace),
         cmocka_unit_test(the_plan_survives_its_file),
         cmocka_unit_test(bad_files_name_their_line),
