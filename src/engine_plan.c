@@ -293,9 +293,15 @@ void ho_plan_after_launch(const struct ho_engine_touch *t, CUstream s, bool per_
         for (size_t i = 0; i < a.nrestore; i++) {
             struct ho_managed *m = policy_buffer(a.restore[i]);
             struct ho_dev *d = dev_of(m);
-            if (d->budget == UINT64_MAX || m->pinned || m->tr != NULL ||
-                atomic_load(&m->state) != HO_HOST)
-                continue;
+            if (d->budget == UINT64_MAX || m->pinned) continue;
+            /* The plan wants it back before its eviction has run: the host is further ahead of
+             * the device than the gap is long. The gap is gone; the buffer stays, and the
+             * eviction is called off (waiting for the device to reach its launch, or copying),
+             * as a use would call it off: left to run, it would take the buffer away after the
+             * restore's turn had passed, and its next use would fetch it on demand. */
+            ho_defer_drop(d, m);
+            if (atomic_load(&m->state) == HO_EVICTING) atomic_store(&m->state, HO_RESIDENT);
+            if (m->tr != NULL || atomic_load(&m->state) != HO_HOST) continue;
             want_add(d, m);
             ho_want_start(d);
         }
