@@ -742,6 +742,25 @@ class ChunkedEvictions(Case):
         self.assertLessEqual(carried, (self.AHEAD + 1) * self.CHUNK, r.describe())
         self.assertEqual(r.counts("restores"), 0, r.describe())
 
+    def test_restore_calls_off_an_eviction_not_run(self):
+        """The plan brings A back before its eviction has run (after the same launch: a host
+        further ahead of the device than the gap is long): the eviction, waiting for the device
+        to finish the fill, is called off, nothing crosses the link, and the use finds A on the
+        device, exact. Left to run, the eviction would take A away after its restore's turn."""
+        with tempfile.TemporaryDirectory(prefix="eng-chunk-") as d:
+            plan = os.path.join(d, "oracle.plan")
+            with open(plan, "w") as f:
+                f.write("hostoff_oracle_plan 1\nlaunches 2 buffers 1\nu 0 0 1\na 0 e 0 r 0\n")
+            r = run("eng_chunk", ["use"], {"HOSTOFF_BUDGET": "1G", "HOSTOFF_POLICY": "oracle",
+                                           "HOSTOFF_ORACLE_PLAN": plan})
+        self.clean(r)
+        self.quiet(r)
+        for key in ("evictions", "cancelled_evictions", "restores", "demand_restores"):
+            self.assertEqual(r.counts(key), 0, f"{key}: {r.describe()}")
+        # The link carried only the program's own check of A (eng_host_check).
+        self.assertEqual(r.sim["bytes_d2h"], 256 * MIB, r.describe())
+        self.assertEqual(r.bytes("to_host") + r.bytes("cancelled_to_host"), 0, r.describe())
+
     def test_stress(self):
         """The integrity stress with every eviction in 512 KiB chunks (its buffers are 2 to 4
         MiB), under both policies and with the library's launch shapes."""
