@@ -114,6 +114,14 @@ uint64_t sim_cost_ns(enum sim_cost_row row, enum sim_where where, uint64_t bytes
     return (uint64_t)llround(ns);
 }
 
+void sim_cost_figures(enum sim_cost_row row, enum sim_where where, double *fixed_ns,
+                      double *per_mib_ns) {
+    const struct cost *c = &table[row][where];
+    if (!c->set) c = &table[SIM_COST_DEFAULT][where];
+    *fixed_ns = c->fixed_ns;
+    *per_mib_ns = c->per_mib_ns;
+}
+
 /* ------------------------------------------------------------------ charging */
 
 static _Thread_local struct {

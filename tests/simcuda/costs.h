@@ -64,6 +64,10 @@ bool sim_costs_load(struct sim_config *cfg);
 const struct sim_link *sim_link(void);
 /* What one call of `row` acting on `bytes` at `where` costs, in ns. */
 uint64_t sim_cost_ns(enum sim_cost_row row, enum sim_where where, uint64_t bytes);
+/* The figures `row` charges at `where`, as in force (a row without figures of its own: the
+ * `default` row's), for the report: fixed ns per call, ns per MiB. */
+void sim_cost_figures(enum sim_cost_row row, enum sim_where where, double *fixed_ns,
+                      double *per_mib_ns);
 /* Names the row the calling thread's next sim_enter() charges (else `default`). Set it just
  * before the entry point's sim_enter / sim_require_ctx; it is consumed there. */
 void sim_bill(enum sim_cost_row row, enum sim_where where, uint64_t bytes);

@@ -71,6 +71,21 @@ static void write_report(void) {
             sep = ", ";
         }
     }
+    /* The figures every row charged, as in force (built in, or from SIMCUDA_COSTS): what a
+     * reader needs to turn bytes and calls into host time (hostoff replay's remap bound). */
+    for (int per_mib = 0; per_mib <= 1; per_mib++) {
+        fprintf(f, "}, \"%s\": {", per_mib ? "cost_per_mib_ns" : "cost_fixed_ns");
+        sep = "";
+        for (int row = 0; row < SIM_COST_ROWS; row++) {
+            for (int w = SIM_AT_DEVICE; w <= SIM_AT_HOST; w++) {
+                double fixed, mib;
+                sim_cost_figures((enum sim_cost_row)row, (enum sim_where)w, &fixed, &mib);
+                fprintf(f, "%s\"%s.%s\": %.0f", sep, sim_cost_name((enum sim_cost_row)row),
+                        w == SIM_AT_HOST ? "host" : "device", per_mib ? mib : fixed);
+                sep = ", ";
+            }
+        }
+    }
     fprintf(f, "}}\n");
     if (fclose(f) != 0 || rename(tmp, sim.cfg.report) != 0) {
         fprintf(stderr, "simcuda: SIMCUDA_REPORT=%s: cannot write the report\n", sim.cfg.report);

@@ -174,6 +174,25 @@ static int c_override_env(void) {
     return 0;
 }
 
+/* A figure of the report's `group` object ("cost_fixed_ns", "cost_per_mib_ns"), whose keys
+ * are also the "calls" object's: looked up after the group's name. */
+static long long report_cost(const char *name, const char *group, const char *key) {
+    char path[512], buf[16384], pat[128];
+    report_path(path, sizeof path, name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) fail_msg("no report %s", path);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    snprintf(pat, sizeof pat, "\"%s\":", group);
+    const char *g = strstr(buf, pat);
+    if (g == NULL) fail_msg("report %s has no %s", path, group);
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(g, pat);
+    if (p == NULL) fail_msg("report %s has no %s in %s", path, key, group);
+    return strtoll(p + strlen(pat), NULL, 10);
+}
+
 static void test_cost_file(void **state) {
     (void)state;
     char path[512];
@@ -182,6 +201,16 @@ static void test_cost_file(void **state) {
     snprintf(g_costs_env, sizeof g_costs_env, "SIMCUDA_COSTS=%s", path);
     const char *env[] = {g_costs_env, NULL};
     run_child("override", c_override, env);
+    /* The report gives the figures in force, each row and location resolved: the file's rows,
+     * the file's default for rows without figures of their own, the built-in rest. */
+    assert_int_equal(report_cost("override", "cost_fixed_ns", "cuMemMap.host"), 7777);
+    assert_int_equal(report_cost("override", "cost_per_mib_ns", "cuMemMap.host"), 100);
+    assert_int_equal(report_cost("override", "cost_fixed_ns", "cuMemMap.device"), 2000);
+    assert_int_equal(report_cost("override", "cost_fixed_ns", "cuLaunchKernel.device"), 500);
+    assert_int_equal(report_cost("override", "cost_fixed_ns", "cuMemAllocAsync.device"), 1000);
+    assert_int_equal(report_cost("override", "cost_fixed_ns", "cuMemSetAccess.host"), 98000);
+    assert_int_equal(report_cost("override", "cost_per_mib_ns", "cuMemSetAccess.host"), 9000);
+    assert_int_equal(report_cost("override", "cost_per_mib_ns", "cuMemUnmap.host"), 1200);
     const char *env2[] = {g_costs_env, "SIMCUDA_LAUNCH_NS=700", NULL};
     run_child("override_env", c_override_env, env2);
 }
