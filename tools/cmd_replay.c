@@ -107,6 +107,9 @@ struct results {
     uint64_t tracked_peak; /* HOSTOFF_REPORT's bytes.peak_device: the library's own count */
     uint64_t replay_ns;
     uint64_t calls[6]; /* driver_calls[]: the simulator's counts, device and host added */
+    /* What the simulator charged (its report's cost rows), for the remap bound (link_bound.h):
+     * a launch, and per MiB of a host-located range mapped with access, and unmapped. */
+    uint64_t launch_ns, leave_per_mib_ns, back_per_mib_ns;
     uint64_t *marks;
     size_t nmarks;
     uint64_t *starts; /* the replayer's step_starts_ns: each recorded step's first event */
@@ -360,6 +363,10 @@ static bool collect(const char *dir, const char *child_out, struct results *r) {
             snprintf(key, sizeof key, "%s.host", driver_calls[k]);
             r->calls[k] += member(sim, "calls", key);
         }
+        r->launch_ns = member(sim, "cost_fixed_ns", "cuLaunchKernel.device");
+        r->leave_per_mib_ns = member(sim, "cost_per_mib_ns", "cuMemMap.host") +
+                              member(sim, "cost_per_mib_ns", "cuMemSetAccess.host");
+        r->back_per_mib_ns = member(sim, "cost_per_mib_ns", "cuMemUnmap.host");
         r->to_host = member(ho, "bytes", "to_host");
         r->to_device = member(ho, "bytes", "to_device");
         r->stall = member(ho, "time_ns", "stall");
@@ -465,7 +472,8 @@ static void print_json(const struct options *o, const struct trace *t, const str
         "\"evict_bound_bytes\":null,\"evict_bound_uncovered_bytes\":null,"
         "\"evict_cover_bytes\":null,";
     if (o->budget_none) {
-        printf("\"budget_bytes\":null,%s\"order_bound_step_ns\":null,\"order_bound_link_ns\":null,",
+        printf("\"budget_bytes\":null,%s\"order_bound_step_ns\":null,\"order_bound_link_ns\":null,"
+               "\"remap_bound_host_ns\":null,\"remap_bound_step_ns\":null,",
                no_bound);
     } else {
         printf("\"budget_bytes\":%llu,\"engine_budget_bytes\":%llu,", (unsigned long long)o->budget,
@@ -482,11 +490,23 @@ static void print_json(const struct options *o, const struct trace *t, const str
         /* The least time a step takes with its bytes crossing the link in the order the uses
          * allow (tools/link_bound.h). */
         struct link_bound lb;
-        if (link_bound(t, o->budget, o->min_bytes, o->h2d, o->d2h, &lb) == 0 && lb.intervals > 0)
+        if (link_bound(t, o->budget, o->min_bytes, o->h2d, o->d2h, &lb) == 0 && lb.intervals > 0) {
             printf("\"order_bound_step_ns\":%llu,\"order_bound_link_ns\":%llu,",
                    (unsigned long long)lb.step_ns, (unsigned long long)lb.link_ns);
-        else
-            printf("\"order_bound_step_ns\":null,\"order_bound_link_ns\":null,");
+            /* The host's part: the remaps of the bytes that must move, and the launches, at the
+             * figures the simulator charged (link_bound.h, the remap bound). */
+            const double mib = (double)(1u << 20);
+            double host = lb.launches * (double)r->launch_ns +
+                          (double)lb.leave_bytes / mib * (double)r->leave_per_mib_ns +
+                          (double)lb.back_bytes / mib * (double)r->back_per_mib_ns;
+            uint64_t host_ns = (uint64_t)host;
+            printf("\"remap_bound_host_ns\":%llu,\"remap_bound_step_ns\":%llu,",
+                   (unsigned long long)host_ns,
+                   (unsigned long long)(host_ns > lb.step_ns ? host_ns : lb.step_ns));
+        } else {
+            printf("\"order_bound_step_ns\":null,\"order_bound_link_ns\":null,"
+                   "\"remap_bound_host_ns\":null,\"remap_bound_step_ns\":null,");
+        }
     }
     printf("\"min_bytes\":%llu,\"min_bytes_from\":\"%s\",", (unsigned long long)o->min_bytes,
            o->min_bytes_given ? "--min-bytes" : "auto");

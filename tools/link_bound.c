@@ -58,13 +58,17 @@ static double forced(int64_t need, int64_t free) {
 }
 
 /* The interval from peak p to peak p2: the most over q of R(q) / h2d + V(q) / d2h, in ns; `dr`
- * and `dv` are scratch of p2 - p + 2 values. */
+ * and `dv` are scratch of p2 - p + 2 values. *leave and *back: the least bytes that must leave
+ * (their eviction begins after p) and come back (their restore ends before p2) within it, over
+ * every choice of the buffers away at p and at p2 (link_bound.h, the remap bound). */
 static double interval_link_ns(const struct stretches *g, const int64_t *over, uint64_t p,
-                               uint64_t p2, double h2d, double d2h, int64_t *dr, int64_t *dv) {
+                               uint64_t p2, double h2d, double d2h, int64_t *dr, int64_t *dv,
+                               double *leave, double *back) {
     uint64_t len = p2 - p;
     for (uint64_t i = 0; i <= len + 1; i++)
         dr[i] = dv[i] = 0;
     int64_t cover = 0, cover2 = 0; /* the bytes of the stretches covering p, and p2 */
+    int64_t leaving = 0;           /* of cover2: stretches whose eviction begins after p */
     for (size_t j = 0; j < g->n; j++) {
         const struct stretch *s = &g->s[j];
         if (s->lo <= p && p <= s->hi) {
@@ -76,8 +80,10 @@ static double interval_link_ns(const struct stretches *g, const int64_t *over, u
             cover2 += (int64_t)s->bytes;
             /* Leaving after q for every q <= lo - 1. */
             if (s->evicts && s->lo >= p + 2) dv[s->lo - 1 - p] += (int64_t)s->bytes;
+            if (s->evicts && s->lo > p) leaving += (int64_t)s->bytes;
         }
     }
+    *leave = forced(over[p2], cover2 - leaving);
     /* dv as the forced bytes at each q: a suffix sum. */
     for (uint64_t i = len; i-- > 1;)
         dv[i] += dv[i + 1];
@@ -88,6 +94,7 @@ static double interval_link_ns(const struct stretches *g, const int64_t *over, u
         double r = forced(over[p], cover - due), v = forced(over[p2], cover2 - dv[i]);
         double ns = r / h2d + v / d2h;
         if (ns > best) best = ns;
+        if (i == len) *back = r; /* every restore due in the interval */
     }
     return best;
 }
@@ -127,17 +134,24 @@ int link_bound(const struct trace *t, uint64_t budget, uint64_t min_bytes, doubl
         rc = -1;
         goto done;
     }
-    double sum = 0, sum_link = 0;
+    double sum = 0, sum_link = 0, sum_leave = 0, sum_back = 0;
     for (size_t k = 0; k + 1 < nstep; k++) {
         uint64_t p = start[k], p2 = start[k + 1];
-        double link = interval_link_ns(&g, over, p, p2, h2d_gbps, d2h_gbps, dr, dv);
+        double leave = 0, back = 0;
+        double link = interval_link_ns(&g, over, p, p2, h2d_gbps, d2h_gbps, dr, dv, &leave, &back);
         double kernels = (double)(kernel_ns[p2] - kernel_ns[p]);
         sum_link += link;
         sum += link > kernels ? link : kernels;
+        sum_leave += leave;
+        sum_back += back;
     }
     out->intervals = nstep - 1;
-    out->step_ns = (uint64_t)(sum / (double)out->intervals);
-    out->link_ns = (uint64_t)(sum_link / (double)out->intervals);
+    double n = (double)out->intervals;
+    out->step_ns = (uint64_t)(sum / n);
+    out->link_ns = (uint64_t)(sum_link / n);
+    out->leave_bytes = (uint64_t)(sum_leave / n);
+    out->back_bytes = (uint64_t)(sum_back / n);
+    out->launches = (double)(start[nstep - 1] - start[0]) / n;
 done:
     free(over);
     free(dr);

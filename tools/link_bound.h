@@ -28,6 +28,22 @@
  *
  * A step is reported as the mean over the intervals: the time from one step's peak to the next is
  * one step of a job whose steps repeat. */
+/*
+ * The remap bound: the host's part. The engine keeps every address valid (DESIGN.md, facts 4 and
+ * 6: a pointer the library cannot see, in a kernel's pointer array, reads an evicted buffer where
+ * it is), so each eviction maps the buffer's whole range to host memory and sets its access there
+ * (cuMemSetAccess on a host-located range is charged per MiB), and each restore unmaps that range
+ * (charged per MiB too). All of a process's calls are charged on one host clock (the simulator's;
+ * docs/simcuda.md), so a job's steps together last at least the host time of their launches and
+ * of the remaps of the bytes each interval must move, however the moves are chosen:
+ *
+ *     launches x (a launch's cost) + leave x (map + set-access per MiB, host-located)
+ *                                  + back x (unmap per MiB, host-located)
+ *
+ * per interval, on average. The fixed parts of those calls, every other call of the trace and of
+ * the engine, and a pinned buffer's first pinning are left out, which only lowers it. hostoff
+ * replay computes it with the figures its simulator charged (its report's cost rows) and prints
+ * the most of it and the ordered bound as `remap_bound_step_ns`. */
 #ifndef HOSTOFF_TOOLS_LINK_BOUND_H
 #define HOSTOFF_TOOLS_LINK_BOUND_H
 
@@ -39,6 +55,11 @@
 struct link_bound {
     uint64_t step_ns; /* the mean of the intervals' bounds */
     uint64_t link_ns; /* the mean of their link part alone (R / h2d + V / d2h) */
+    /* For the remap bound (below), means over the intervals: the least bytes that must leave the
+     * device (an eviction that begins after p) and come back (a restore that ends before p'), and
+     * the launches from one peak to the next. */
+    uint64_t leave_bytes, back_bytes;
+    double launches;
     size_t intervals; /* steps less one; 0: not computed (fewer than two steps, or launches on
                        * several streams) */
 };

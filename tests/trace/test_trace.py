@@ -769,6 +769,33 @@ class OrderBound(unittest.TestCase):
         self.assertEqual(step, 5 * 10_000_000)  # five launches from a peak to the next
         self.assertEqual(link, int(2 * self.ONE_WAY))
 
+    def test_the_remaps_host_time(self):
+        # The remap bound's host part (tools/link_bound.h): from one peak to the next, five
+        # launches, and A or B (64 MiB) must leave and come back: mapped to host memory with its
+        # access set (per MiB), then unmapped (per MiB), at the simulator's figures.
+        mib = 64
+        host = 5 * 2500 + mib * (0 + 9000) + mib * 1200
+        step, _, out = self.bound(False, "128M")
+        self.assertEqual(out["remap_bound_host_ns"], host)
+        self.assertEqual(out["remap_bound_step_ns"], max(host, step))
+        self.assertEqual(out["remap_bound_step_ns"], step)  # the link's order is longer here
+        # With the idle X and Y, seven launches; each interval still moves 64 MiB each way.
+        _, _, out = self.bound(True, "256M")
+        self.assertEqual(out["remap_bound_host_ns"], 7 * 2500 + mib * (9000 + 1200))
+        # A cost file's figures are the ones counted: set-access on host memory at 100 us/MiB
+        # makes the host the longer part.
+        with tempfile.TemporaryDirectory() as d:
+            costs = os.path.join(d, "costs.txt")
+            with open(costs, "w") as f:
+                f.write("call.cuMemSetAccess.host 98000 100000\ncall.cuLaunchKernel 4000\n")
+            step, _, out = self.bound(False, "128M", "--costs", costs)
+        host = 5 * 4000 + mib * 100000 + mib * 1200
+        self.assertEqual(out["remap_bound_host_ns"], host)
+        self.assertEqual(out["remap_bound_step_ns"], host)
+        self.assertGreater(host, step)
+        # The replay is not below it: its two intervals took at least twice the host part.
+        self.assertGreaterEqual(out["replay_ns"], 2 * host)
+
     def test_not_computed(self):
         # Launches on two streams may run out of the trace's order; one step has no interval; no
         # budget bounds nothing.
@@ -779,6 +806,7 @@ class OrderBound(unittest.TestCase):
         self.assertEqual(self.bound(False, "128M", events=two)[:2], (None, None))
         self.assertEqual(self.bound(False, "128M", events=self.step(1, False))[:2], (None, None))
         self.assertEqual(self.bound(False, "none")[:2], (None, None))
+        self.assertIsNone(self.bound(False, "none")[2]["remap_bound_step_ns"])
 
 
 class DeviceTimeline(unittest.TestCase):
