@@ -34,6 +34,7 @@ static void write_report_at_exit(void) {
             names[ip.nhooked++] = ho_hooks[i].name;
     ip.hooked = names;
     ip.proc_lookups = atomic_load(&ho_stats.proc_lookups);
+    ho_engine_count_unfinished();
     ho_report_write(o->report, ho_mode_name(ho_mode()), &ip);
 }
 

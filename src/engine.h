@@ -84,6 +84,13 @@ bool ho_engine_capturing(void);
 /* A progress point (every intercepted call): completes moves whose copies are done. Cheap when
  * nothing is in flight; never blocks. */
 void ho_engine_progress(void);
+/* The process is ending and its report is about to be written: the moves still in flight will
+ * not complete, and their copies were queued all the same. Each is counted as cancelled with the
+ * bytes its copy queued (and traced so), so that the report's and the trace's bytes add up to
+ * what the link was asked to carry. The report's and the trace's exit handlers both call it
+ * first, whichever runs first; it acts once and never blocks (skipped when another thread holds
+ * the engine). */
+void ho_engine_count_unfinished(void);
 /* The application's thread is about to block in the driver (a synchronisation): evictions the
  * engine still holds back go to the link first (engine_send.c). Cheap when nothing moves. */
 void ho_engine_before_block(void);

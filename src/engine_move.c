@@ -507,6 +507,27 @@ void ho_demand_restores(struct ho_managed *const *ms, int n) {
 
 /* --------------------------------------------------------------------------- progress */
 
+void ho_engine_count_unfinished(void) {
+    static atomic_bool counted;
+    if (atomic_exchange(&counted, true)) return;
+    if (!ho_mutex_trylock(&eng.lock)) return;
+    for (int dv = 0; dv < HO_MAX_DEVICES; dv++) {
+        struct ho_dev *d = &eng.dev[dv];
+        if (!d->ready) continue;
+        for (int q = 0; q < HO_NQUEUES; q++)
+            for (const struct ho_transition *tr = d->head[q]; tr != NULL; tr = tr->next) {
+                if (tr->kind == HO_TR_EVICT && tr->sent > 0) {
+                    count_cancelled(true, tr->sent); /* the chunks queued, or all of it */
+                    ho_trace_move(HO_MOVE_EVICT, tr->m->id, tr->sent, tr->start_ns, true);
+                } else if (tr->kind == HO_TR_RESTORE) {
+                    count_cancelled(false, tr->m->span); /* queued whole when it started */
+                    ho_trace_move(HO_MOVE_RESTORE, tr->m->id, tr->m->span, tr->start_ns, true);
+                }
+            }
+    }
+    ho_mutex_unlock(&eng.lock);
+}
+
 void ho_engine_progress(void) {
     if (atomic_load_explicit(&eng.inflight, memory_order_relaxed) == 0 ||
         atomic_load_explicit(&eng.capturing, memory_order_relaxed) > 0)

@@ -84,6 +84,7 @@ void ho_trace_fail(const char *why) {
 
 static void trace_at_exit(void) {
     if (forked_child) return;
+    ho_engine_count_unfinished(); /* its moves still in flight, traced as cancelled first */
     ho_mutex_lock(&tr.lock);
     if (atomic_load(&ho_trace_state) == HO_TRACE_ON) {
         atomic_store(&ho_trace_state, HO_TRACE_OFF);

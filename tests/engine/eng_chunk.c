@@ -2,7 +2,7 @@
  * HO_SEND_AHEAD ahead of it), so that a free or a use that calls the eviction off stops the copy
  * there instead of carrying the whole buffer.
  *
- *   eng_chunk free|use
+ *   eng_chunk free|use|exit
  *
  * Run with HOSTOFF_BUDGET=1G, HOSTOFF_POLICY=oracle and the plan engine_harness.py writes: after
  * launch 0 (A's fill), evict buffer 0 (A). A is 256 MiB, filled on stream s; the program polls
@@ -11,7 +11,9 @@
  * Then at once:
  *   free: cuMemFree(A), and a new 256 MiB buffer is allocated, filled and checked;
  *   use:  a verify-update of A on s (launch 1), which must find every word of the fill and
- *         leave the next version, checked bit-exactly at the end.
+ *         leave the next version, checked bit-exactly at the end;
+ *   exit: nothing more: the process ends with the eviction in flight (its queued copy runs, or
+ *         the driver drops it with the context; the report counts it as cancelled).
  * The harness reads how many bytes the cancelled eviction carried from both reports.
  *
  * stdout: "data: ok". */
@@ -22,8 +24,9 @@ static const char image[] = "simcuda-module 1\n" ENG_KERNELS;
 #define BYTES (256 * MIB)
 
 int main(int argc, char **argv) {
-    if (argc != 2 || (strcmp(argv[1], "free") != 0 && strcmp(argv[1], "use") != 0)) {
-        fprintf(stderr, "usage: eng_chunk free|use\n");
+    if (argc != 2 || (strcmp(argv[1], "free") != 0 && strcmp(argv[1], "use") != 0 &&
+                      strcmp(argv[1], "exit") != 0)) {
+        fprintf(stderr, "usage: eng_chunk free|use|exit\n");
         return 2;
     }
     bool use = strcmp(argv[1], "use") == 0;
@@ -42,6 +45,10 @@ int main(int argc, char **argv) {
         ;
     EXPECT(q == CUDA_SUCCESS, "cuStreamQuery: %d", (int)q);
     CK(cuStreamQuery(s)); /* the progress point that starts the planned eviction */
+    if (strcmp(argv[1], "exit") == 0) {
+        printf("data: ok\n");
+        return 0;
+    }
     if (use) {
         CK(eng_launch(m.vu, s, a, 1, 0, BYTES));
         CK(cuCtxSynchronize());

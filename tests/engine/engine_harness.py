@@ -733,6 +733,19 @@ class ChunkedEvictions(Case):
         self.assertEqual(whole.bytes("cancelled_to_host"), 256 * MIB, whole.describe())
         self.assertEqual(whole.sim["bytes_d2h"], 2 * 256 * MIB, whole.describe())
 
+    def test_a_move_in_flight_at_the_end_is_counted(self):
+        """The process ends with the eviction in flight: it never completes, and the report counts
+        it as cancelled with the bytes its copy queued, which are what the link carried (the
+        simulator runs queued work at exit): every byte accounted for, chunked or whole."""
+        r = self.called_off("exit", "4M")
+        carried = r.bytes("cancelled_to_host")
+        self.assertGreaterEqual(carried, self.CHUNK, r.describe())
+        self.assertLessEqual(carried, (self.AHEAD + 1) * self.CHUNK, r.describe())
+        self.assertEqual(r.sim["bytes_d2h"], carried, r.describe())
+        whole = self.called_off("exit", "0")
+        self.assertEqual(whole.bytes("cancelled_to_host"), 256 * MIB, whole.describe())
+        self.assertEqual(whole.sim["bytes_d2h"], 256 * MIB, whole.describe())
+
     def test_use_stops_the_copy(self):
         """A kernel using the buffer calls the eviction off: the buffer stays on the device,
         exact, and the copy stops after the chunks already queued."""
