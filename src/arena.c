@@ -15,13 +15,59 @@ struct va_range {
     struct va_range *next;
 };
 
+/* The engine's own context pushes on this thread, innermost last. A push of the context the
+ * engine already made current on this thread (nested inside its own push: a progress point that
+ * completes a move, which queries events and remaps) makes no driver call, nor does its pop:
+ * between the engine's push and its pop only the engine runs on the thread, and it never changes
+ * the current context otherwise, so the context is still the one pushed. Each pair of driver calls
+ * is a host cost on a hot path (the simulator charges each call its `default` row); the policy
+ * benchmark's per-tensor replays made about 12,000 such pairs a step before, most of them nested.
+ * A push the driver refused is remembered too, so that its pop does not pop the application's
+ * context instead. Beyond HO_CTX_DEPTH nested pushes every push and pop is the driver's. */
+#define HO_CTX_DEPTH 16
+enum ctx_push { CTX_PUSHED, CTX_ELIDED, CTX_REFUSED };
+static _Thread_local struct {
+    int n, overflow;
+    CUcontext ctx[HO_CTX_DEPTH]; /* current after each push (the elided ones: the same) */
+    unsigned char how[HO_CTX_DEPTH];
+} ctx_stack;
+
 void ho_ctx_push(struct ho_dev *d) {
-    ho_real.cuCtxPushCurrent_v2(d->ctx);
+    int n = ctx_stack.n;
+    if (n == HO_CTX_DEPTH) {
+        ctx_stack.overflow++;
+        ho_real.cuCtxPushCurrent_v2(d->ctx);
+        return;
+    }
+    enum ctx_push how = CTX_ELIDED;
+    if (n == 0 || ctx_stack.ctx[n - 1] != d->ctx || ctx_stack.how[n - 1] == CTX_REFUSED)
+        how = ho_real.cuCtxPushCurrent_v2(d->ctx) == CUDA_SUCCESS ? CTX_PUSHED : CTX_REFUSED;
+    ctx_stack.ctx[n] = d->ctx;
+    ctx_stack.how[n] = (unsigned char)how;
+    ctx_stack.n = n + 1;
 }
 
 void ho_ctx_pop(void) {
     CUcontext ignored;
-    ho_real.cuCtxPopCurrent_v2(&ignored);
+    if (ctx_stack.overflow > 0) {
+        ctx_stack.overflow--;
+        ho_real.cuCtxPopCurrent_v2(&ignored);
+        return;
+    }
+    if (ctx_stack.n == 0) { /* unpaired: the driver's stack as it was before this change */
+        ho_real.cuCtxPopCurrent_v2(&ignored);
+        return;
+    }
+    if (ctx_stack.how[--ctx_stack.n] == CTX_PUSHED) ho_real.cuCtxPopCurrent_v2(&ignored);
+}
+
+CUresult ho_event_query(struct ho_dev *d, CUevent e) {
+    CUresult rc = ho_real.cuEventQuery(e);
+    if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY) return rc;
+    ho_ctx_push(d);
+    rc = ho_real.cuEventQuery(e);
+    ho_ctx_pop();
+    return rc;
 }
 
 static bool attribute(CUdevice dev, CUdevice_attribute a) {

@@ -293,6 +293,15 @@ void ho_va_put(CUdeviceptr va, uint64_t span);
 void ho_range_drop(CUdeviceptr va, uint64_t span, CUmemGenericAllocationHandle h, bool mapped);
 void ho_ctx_push(struct ho_dev *d);
 void ho_ctx_pop(void);
+/* Whether the work before event e (of device d) has completed: CUDA_SUCCESS, NOT_READY, or the
+ * driver's error. Asked without pushing d's context: an event names its own, and the driver
+ * answers a query whichever context is current (CUDA C++ Programming Guide, multi-device "Stream
+ * and Event Behavior": cudaEventQuery succeeds on an event of a device other than the current
+ * one; cuEventQuery lists no context error). A progress point asks at almost every intercepted
+ * call, so the push and pop it saves are two driver calls on the hot path. Where the driver
+ * refuses it all the same (no context current on the thread, say), it is asked again with d's
+ * context pushed. */
+CUresult ho_event_query(struct ho_dev *d, CUevent e);
 
 /* engine_remap.c (eng.lock held, context current): map [va, va + span) to h with device
  * access, each call retried (false: left unmapped); remap m's address from handle `from` to `to`

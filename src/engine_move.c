@@ -543,12 +543,7 @@ void ho_engine_progress(void) {
             while (d->head[q] != NULL) {
                 if (d->head[q]->sending) break; /* chunks of it still to queue */
                 CUevent e = d->head[q]->done;
-                if (e != NULL) {
-                    ho_ctx_push(d);
-                    CUresult rc = ho_real.cuEventQuery(e);
-                    ho_ctx_pop();
-                    if (rc != CUDA_SUCCESS) break;
-                }
+                if (e != NULL && ho_event_query(d, e) != CUDA_SUCCESS) break;
                 complete_head(d, q);
                 /* A completion can take the host a while (a remap): feed the link first. */
                 if (d->head[HO_Q_EVICT] != NULL) ho_send_pump(d, NULL, false);

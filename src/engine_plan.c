@@ -102,10 +102,7 @@ static uint64_t background_cap(const struct ho_dev *d) {
 void ho_defer_poll(struct ho_dev *d) {
     HO_ASSERT_HELD(&eng.lock);
     while (d->ndefer > 0 && d->evicting < background_cap(d)) {
-        ho_ctx_push(d);
-        CUresult rc = ho_real.cuEventQuery(d->defer[0].after);
-        ho_ctx_pop();
-        if (rc == CUDA_ERROR_NOT_READY) return;
+        if (ho_event_query(d, d->defer[0].after) == CUDA_ERROR_NOT_READY) return;
         /* Done (or the query failed: evicting now is still correct, the copy is ordered after
          * every queued use). */
         struct ho_managed *m = d->defer[0].m;

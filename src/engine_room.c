@@ -93,10 +93,7 @@ static void defer_ready(struct ho_dev *d, uint64_t need, struct ho_managed *cons
                         int nprotect) {
     HO_ASSERT_HELD(&eng.lock);
     for (size_t i = 0; i < d->ndefer && d->resident - d->evicting - d->cached + need > d->budget;) {
-        ho_ctx_push(d);
-        CUresult rc = ho_real.cuEventQuery(d->defer[i].after);
-        ho_ctx_pop();
-        if (rc == CUDA_ERROR_NOT_READY) {
+        if (ho_event_query(d, d->defer[i].after) == CUDA_ERROR_NOT_READY) {
             i++;
             continue;
         }

@@ -42,13 +42,17 @@ uint64_t ho_timing_read(struct ho_dev *d, CUevent a, CUevent b) {
 void ho_timing_poll(void) {
     HO_ASSERT_HELD(&eng.lock);
     size_t done = 0;
+    struct ho_dev *pushed = NULL; /* one push per device in a row: those nested make no call */
     while (done < eng.ntimed) {
         struct ho_timed_launch *tl = &eng.timed[done];
         struct ho_dev *d = &eng.dev[tl->device];
-        ho_ctx_push(d);
-        CUresult rc = ho_real.cuEventQuery(tl->after);
-        ho_ctx_pop();
+        CUresult rc = ho_event_query(d, tl->after);
         if (rc == CUDA_ERROR_NOT_READY) break;
+        if (d != pushed) {
+            if (pushed != NULL) ho_ctx_pop();
+            ho_ctx_push(d);
+            pushed = d;
+        }
         if (rc == CUDA_SUCCESS) {
             uint64_t ns = ho_timing_read(d, tl->before, tl->after);
             eng.policy.ops->duration(eng.policy.self, tl->launch, ns);
@@ -57,6 +61,7 @@ void ho_timing_poll(void) {
         ho_timing_drop(d, tl->after);
         done++;
     }
+    if (pushed != NULL) ho_ctx_pop();
     if (done == 0) return;
     memmove(eng.timed, eng.timed + done, (eng.ntimed - done) * sizeof *eng.timed);
     eng.ntimed -= done;

@@ -33,6 +33,11 @@ struct worker {
     unsigned seed;
 };
 
+/* Launches made with another context current than the one the thread set: the library makes
+ * progress on every device's moves at each call (their context pushed, then popped, nested pushes
+ * of the same context eliding the driver's calls), and must leave the thread's own current. */
+static atomic_ullong ctx_changed;
+
 static void *work(void *arg) {
     struct worker *w = arg;
     CK(cuCtxSetCurrent(w->d->ctx));
@@ -42,6 +47,12 @@ static void *work(void *arg) {
         int i = w->first + (int)(rand_r(&w->seed) % (unsigned)w->count);
         CK(eng_launch(w->d->m.vu, s, w->d->buf[i], w->d->id[i], w->d->ver[i], BYTES));
         w->d->ver[i]++;
+        CUcontext now = NULL;
+        CK(cuCtxGetCurrent(&now));
+        if (now != w->d->ctx) {
+            atomic_fetch_add(&ctx_changed, 1);
+            CK(cuCtxSetCurrent(w->d->ctx));
+        }
     }
     CK(cuStreamSynchronize(s));
     CK(cuStreamDestroy(s));
@@ -96,6 +107,8 @@ int main(int argc, char **argv) {
     }
     EXPECT(atomic_load(&eng_errors) == 0, "%llu mismatches seen by kernels",
            (unsigned long long)atomic_load(&eng_errors));
+    EXPECT(atomic_load(&ctx_changed) == 0, "%llu launches left another context current",
+           (unsigned long long)atomic_load(&ctx_changed));
     printf("data: ok\n");
     return 0;
 }
