@@ -536,17 +536,11 @@ def main(argv):
                              else None)
                 reachable = (None if lim_remap is None or lim_st is None
                              else lim_remap <= lim_st * LIMIT_TARGET[link])
-                if lim_remap is not None:
+                for kind, bound_ms in (("ordered", lim_ord), ("remap", lim_remap)):
                     for p in POLICIES:
-                        if st[p] is not None and st[p] < lim_remap * 0.999:
+                        if bound_ms is not None and st[p] is not None and st[p] < bound_ms * 0.999:
                             notes.append(f"{name} {link} {b} {p}: steady step {st[p]:.1f} ms "
-                                         f"below the remap limit {lim_remap:.1f} ms: the bound "
-                                         "is broken")
-                if lim_ord is not None:
-                    for p in POLICIES:
-                        if st[p] is not None and st[p] < lim_ord * 0.999:
-                            notes.append(f"{name} {link} {b} {p}: steady step {st[p]:.1f} ms "
-                                         f"below the ordered limit {lim_ord:.1f} ms: the bound "
+                                         f"below the {kind} limit {bound_ms:.1f} ms: the bound "
                                          "is broken")
                 fmt = lambda v: f"{v:.1f}" if v is not None else "failed"
                 # A steady figure missing from a replay that ran: a JSON saved before them.
